@@ -1,0 +1,334 @@
+//! Index checkpoints: the indexes written to one file, so reopening replays only the records
+//! appended after the checkpoint began instead of every segment.
+//!
+//! ```text
+//! "SHALECK1"  u32 version  u64 covered_seqno  u64 next_seqno
+//! u32 segment count, then per segment: u32 id, u64 replay_from (offset replay starts at)
+//! per KVS: u8 1, u32 kvs_id, then entries: u16 key_len (>0), key, u32 segment, u32 offset,
+//!          u32 len, u64 seqno; a u16 0 ends the KVS
+//! u8 0, u64 entry count, u32 crc32c of every byte before it
+//! ```
+//! The file is written to `checkpoint.tmp`, fsynced, and renamed over `checkpoint.ckpt`.
+//!
+//! Consistency (see docs/ARCHITECTURE.md, invariant I5): replay positions are taken before the
+//! indexes are read, and every appended record is in its index before its head's lock is
+//! released, so every record before a replay position is in the checkpoint and every record
+//! after it is replayed. Log data up to the end of the index scan is made durable before the
+//! rename, so no checkpoint entry points at bytes a crash could lose.
+
+use crate::catalog::write_file_durably;
+use crate::error::{Error, Result};
+use crate::index::{Entry, Key};
+use crate::log::Location;
+use crate::media::sync_dir;
+use crate::media::MediaClass;
+use crate::segment::SegmentId;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// Index entries copied per read-lock hold while writing a checkpoint.
+const SCAN_CHUNK_KEYS: usize = 4096;
+
+pub const FILE_NAME: &str = "checkpoint.ckpt";
+const TEMPORARY_NAME: &str = "checkpoint.tmp";
+const MAGIC: &[u8; 8] = b"SHALECK1";
+const FORMAT_VERSION: u32 = 1;
+
+/// Builds a checkpoint file in memory, section by section.
+pub struct CheckpointEncoder {
+    bytes: Vec<u8>,
+    entries: u64,
+}
+
+impl CheckpointEncoder {
+    pub fn new(covered_seqno: u64, next_seqno: u64, replay_from: &[(SegmentId, u64)]) -> Self {
+        let mut bytes = Vec::with_capacity(1 << 20);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&covered_seqno.to_le_bytes());
+        bytes.extend_from_slice(&next_seqno.to_le_bytes());
+        bytes.extend_from_slice(&(replay_from.len() as u32).to_le_bytes());
+        for (segment, offset) in replay_from {
+            bytes.extend_from_slice(&segment.0.to_le_bytes());
+            bytes.extend_from_slice(&offset.to_le_bytes());
+        }
+        CheckpointEncoder { bytes, entries: 0 }
+    }
+
+    pub fn begin_kvs(&mut self, kvs_id: u32) {
+        self.bytes.push(1);
+        self.bytes.extend_from_slice(&kvs_id.to_le_bytes());
+    }
+
+    pub fn entry(&mut self, key: &[u8], entry: &Entry) {
+        self.bytes
+            .extend_from_slice(&(key.len() as u16).to_le_bytes());
+        self.bytes.extend_from_slice(key);
+        self.bytes
+            .extend_from_slice(&entry.location.segment.0.to_le_bytes());
+        self.bytes
+            .extend_from_slice(&entry.location.offset.to_le_bytes());
+        self.bytes
+            .extend_from_slice(&entry.location.len.to_le_bytes());
+        self.bytes.extend_from_slice(&entry.seqno.to_le_bytes());
+        self.entries += 1;
+    }
+
+    pub fn end_kvs(&mut self) {
+        self.bytes.extend_from_slice(&0u16.to_le_bytes());
+    }
+
+    pub fn finish(mut self) -> Vec<u8> {
+        self.bytes.push(0);
+        self.bytes.extend_from_slice(&self.entries.to_le_bytes());
+        let crc = crc32c::crc32c(&self.bytes);
+        self.bytes.extend_from_slice(&crc.to_le_bytes());
+        self.bytes
+    }
+}
+
+/// A decoded checkpoint.
+#[derive(Debug, Default, PartialEq)]
+pub struct Checkpoint {
+    /// Every record with a smaller seqno was appended before the checkpoint began.
+    pub covered_seqno: u64,
+    pub next_seqno: u64,
+    pub replay_from: HashMap<SegmentId, u64>,
+    pub kvs: Vec<(u32, Vec<(Key, Entry)>)>,
+}
+
+/// Replaces the checkpoint file with `bytes`, durably.
+pub fn store(home: &Path, bytes: &[u8]) -> Result<()> {
+    let temporary = home.join(TEMPORARY_NAME);
+    write_file_durably(&temporary, bytes)?;
+    std::fs::rename(&temporary, home.join(FILE_NAME))
+        .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
+    sync_dir(home)
+}
+
+/// Loads the checkpoint: `Ok(None)` if there is none, `Err(Corruption)` if it fails validation.
+pub fn load(home: &Path) -> Result<Option<Checkpoint>> {
+    let path = home.join(FILE_NAME);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(Error::io(format!("read {}", path.display()), error)),
+    };
+    decode(&bytes, &path).map(Some)
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    path: &'a PathBuf,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8]> {
+        if self.bytes.len() - self.at < len {
+            return Err(Error::corruption(
+                self.path,
+                self.at as u64,
+                "checkpoint ends early",
+            ));
+        }
+        let slice = &self.bytes[self.at..self.at + len];
+        self.at += len;
+        Ok(slice)
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
+    let path = path.to_path_buf();
+    let corrupt =
+        |offset: usize, detail: &str| Error::corruption(&path, offset as u64, detail.to_string());
+    if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(corrupt(0, "bad checkpoint magic"));
+    }
+    let body_len = bytes.len() - 4;
+    let crc = u32::from_le_bytes(bytes[body_len..].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&bytes[..body_len]) != crc {
+        return Err(corrupt(body_len, "checkpoint CRC mismatch"));
+    }
+    let mut reader = Reader {
+        bytes: &bytes[..body_len],
+        at: MAGIC.len(),
+        path: &path,
+    };
+    let version = reader.u32()?;
+    if version != FORMAT_VERSION {
+        return Err(corrupt(8, "unsupported checkpoint version"));
+    }
+    let mut checkpoint = Checkpoint {
+        covered_seqno: reader.u64()?,
+        next_seqno: reader.u64()?,
+        ..Checkpoint::default()
+    };
+    for _ in 0..reader.u32()? {
+        let segment = SegmentId(reader.u32()?);
+        checkpoint.replay_from.insert(segment, reader.u64()?);
+    }
+    let mut entries = 0u64;
+    loop {
+        match reader.u8()? {
+            0 => break,
+            1 => {}
+            _ => return Err(corrupt(reader.at - 1, "bad checkpoint section tag")),
+        }
+        let kvs_id = reader.u32()?;
+        let mut kvs_entries = Vec::new();
+        loop {
+            let key_len = reader.u16()? as usize;
+            if key_len == 0 {
+                break;
+            }
+            if key_len > crate::limits::KEY_BYTES_MAX {
+                return Err(corrupt(reader.at - 2, "checkpoint key too long"));
+            }
+            let key: Key = reader.take(key_len)?.into();
+            let location = Location {
+                segment: SegmentId(reader.u32()?),
+                offset: reader.u32()?,
+                len: reader.u32()?,
+            };
+            let seqno = reader.u64()?;
+            kvs_entries.push((key, Entry { location, seqno }));
+        }
+        entries += kvs_entries.len() as u64;
+        checkpoint.kvs.push((kvs_id, kvs_entries));
+    }
+    if reader.u64()? != entries || reader.at != body_len {
+        return Err(corrupt(reader.at, "checkpoint entry count mismatch"));
+    }
+    Ok(checkpoint)
+}
+
+impl crate::db::Inner {
+    /// Writes a checkpoint of every index (see the module docs for why it is consistent).
+    pub fn write_checkpoint(&self) -> Result<()> {
+        let _one_at_a_time = self.checkpoint_lock.lock();
+        self.poison.check()?;
+        // Replay positions, taken with both heads locked so no record is half-appended.
+        let (covered_seqno, lsn, replay_from) = {
+            let client = self.client_head.lock();
+            let _cleaner = self.cleaner_head.lock();
+            let positions: Vec<(SegmentId, u64)> = self
+                .segments
+                .all()
+                .iter()
+                .map(|segment| (segment.id(), segment.end_bytes()))
+                .collect();
+            (
+                self.next_seqno.load(Ordering::SeqCst),
+                client.end_lsn(),
+                positions,
+            )
+        };
+        let mut encoder = CheckpointEncoder::new(covered_seqno, covered_seqno, &replay_from);
+        for kvs in self.all_kvs() {
+            encoder.begin_kvs(kvs.id);
+            let mut after: Option<Key> = None;
+            loop {
+                let chunk = kvs
+                    .index
+                    .read()
+                    .newest_after(after.as_deref(), SCAN_CHUNK_KEYS);
+                let Some((last, _)) = chunk.last() else {
+                    break;
+                };
+                after = Some(last.clone());
+                for (key, entry) in &chunk {
+                    encoder.entry(key, entry);
+                }
+            }
+            encoder.end_kvs();
+        }
+        let bytes = encoder.finish();
+        // Everything the scan saw must be durable before the checkpoint names it.
+        self.client_head.flush(true)?;
+        self.cleaner_head.flush(true)?;
+        store(&self.home, &bytes)?;
+        self.counters.checkpoints_written.add(1);
+        self.counters
+            .checkpoint_bytes_written
+            .add(bytes.len() as u64);
+        self.counters
+            .media(MediaClass::Capacity)
+            .add_written(bytes.len() as u64);
+        self.covered_seqno.store(covered_seqno, Ordering::SeqCst);
+        self.checkpoint_lsn.store(lsn, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        let mut encoder = CheckpointEncoder::new(10, 12, &[(SegmentId(3), 4096)]);
+        encoder.begin_kvs(1);
+        let entry = Entry {
+            location: Location {
+                segment: SegmentId(3),
+                offset: 4096,
+                len: 40,
+            },
+            seqno: 9,
+        };
+        encoder.entry(b"key", &entry);
+        encoder.end_kvs();
+        encoder.finish()
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        store(dir.path(), &sample()).unwrap();
+        let checkpoint = load(dir.path()).unwrap().unwrap();
+        assert_eq!(checkpoint.covered_seqno, 10);
+        assert_eq!(checkpoint.next_seqno, 12);
+        assert_eq!(checkpoint.replay_from[&SegmentId(3)], 4096);
+        assert_eq!(checkpoint.kvs[0].1[0].0.as_ref(), b"key");
+    }
+
+    #[test]
+    fn any_damage_is_corruption() {
+        let bytes = sample();
+        let path = Path::new("checkpoint");
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x40;
+            assert!(decode(&damaged, path).is_err(), "flip at {at} undetected");
+        }
+        for len in 0..bytes.len() {
+            assert!(
+                decode(&bytes[..len], path).is_err(),
+                "truncation to {len} undetected"
+            );
+        }
+    }
+}

@@ -1,0 +1,923 @@
+//! The KVDB: opening and closing, KVSs, the commit path (put, delete, prefix delete, batches),
+//! the read path (get, multi-get), snapshots, sync and stats.
+
+use crate::cache::ValueCache;
+use crate::catalog::{Catalog, CatalogEntry};
+use crate::error::{Error, Result};
+use crate::index::{Entry, KvsIndex};
+use crate::iter::Iter;
+use crate::limits::{KEY_BYTES_MAX, KVS_COUNT_MAX, KVS_NAME_BYTES_MAX, VALUE_BYTES_MAX};
+use crate::log::{HeadConfig, Location, LogHead};
+use crate::media::MediaClass;
+use crate::options::{Durability, KvsOptions, Options};
+use crate::poison::Poison;
+use crate::record::{self, RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
+use crate::recovery::{self, RecoveryReport};
+use crate::segment::{HeadKind, SegmentMeta, SegmentTable};
+use crate::snapshot::SnapshotRegistry;
+use crate::stats::{Counters, MediaStats, Stats};
+use crate::worker::Workers;
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+const LOCK_FILE_NAME: &str = "LOCK";
+/// A read that finds its segment freed (the cleaner moved the record) looks the key up again;
+/// more than this many times in a row means something is wrong.
+const READ_RETRIES_MAX: usize = 16;
+
+/// One KVS inside the KVDB.
+pub(crate) struct KvsState {
+    pub id: u32,
+    pub name: String,
+    pub options: KvsOptions,
+    pub index: RwLock<KvsIndex>,
+    pub dropped: AtomicBool,
+}
+
+/// Everything a KVDB shares between handles and background workers.
+pub(crate) struct Inner {
+    pub home: PathBuf,
+    pub options: Options,
+    lock_file: Mutex<Option<File>>,
+    catalog: Mutex<Catalog>,
+    kvs: RwLock<HashMap<String, Arc<KvsState>>>,
+    kvs_by_id: RwLock<HashMap<u32, Arc<KvsState>>>,
+    pub segments: Arc<SegmentTable>,
+    pub client_head: LogHead,
+    pub cleaner_head: LogHead,
+    pub next_seqno: Arc<AtomicU64>,
+    /// Every commit with a seqno up to this one is fully applied to the indexes.
+    pub visible_seqno: AtomicU64,
+    /// The durable checkpoint covers every record with a smaller seqno (0: no checkpoint).
+    pub covered_seqno: AtomicU64,
+    /// Client-head LSN when the last checkpoint began.
+    pub checkpoint_lsn: AtomicU64,
+    pub cache: ValueCache,
+    pub snapshots: SnapshotRegistry,
+    pub counters: Counters,
+    pub poison: Arc<Poison>,
+    closed: AtomicBool,
+    pub recovery_report: RecoveryReport,
+    /// One checkpoint at a time.
+    pub checkpoint_lock: Mutex<()>,
+    /// One cleaning pass at a time.
+    pub cleaner_lock: Mutex<()>,
+}
+
+/// A KVDB: a directory holding named KVSs. Cheap to share: clone the [`Kvs`] handles it gives,
+/// or wrap it in an `Arc`. Dropping it closes it (see [`Db::close`]).
+pub struct Db {
+    inner: Arc<Inner>,
+    workers: Mutex<Option<Workers>>,
+}
+
+/// A handle on one KVS. Clone it freely; it stays usable until the KVDB closes or the KVS is dropped.
+#[derive(Clone)]
+pub struct Kvs {
+    pub(crate) db: Arc<Inner>,
+    pub(crate) state: Arc<KvsState>,
+}
+
+/// Writes applied all together or not at all, also across a crash.
+#[derive(Default)]
+pub struct WriteBatch {
+    ops: Vec<BatchOp>,
+    encoded_bytes: u64,
+    error: Option<Error>,
+}
+
+struct BatchOp {
+    kvs: Arc<KvsState>,
+    kind: RecordKind,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// A consistent read-only view of the KVDB at one moment: later writes do not change it.
+pub struct Snapshot {
+    db: Arc<Inner>,
+    seqno: u64,
+}
+
+fn validate_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::InvalidArgument("keys must not be empty".into()));
+    }
+    if key.len() > KEY_BYTES_MAX {
+        return Err(Error::LimitExceeded {
+            what: "key",
+            limit: KEY_BYTES_MAX as u64,
+            actual: key.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+fn validate_value(value: &[u8]) -> Result<()> {
+    if value.len() > VALUE_BYTES_MAX {
+        return Err(Error::LimitExceeded {
+            what: "value",
+            limit: VALUE_BYTES_MAX as u64,
+            actual: value.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+fn validate_kvs_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > KVS_NAME_BYTES_MAX || name.chars().any(char::is_control) {
+        return Err(Error::InvalidArgument(format!(
+            "KVS name {name:?} must be 1 to {KVS_NAME_BYTES_MAX} bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+impl Db {
+    /// Creates or opens the KVDB in directory `path`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let home = path.as_ref().to_path_buf();
+        std::fs::create_dir_all(&home)
+            .map_err(|error| Error::io(format!("create {}", home.display()), error))?;
+        let lock_file = lock_home(&home)?;
+        let capacity_dir = home.join(MediaClass::Capacity.name());
+        std::fs::create_dir_all(&capacity_dir)
+            .map_err(|error| Error::io(format!("create {}", capacity_dir.display()), error))?;
+        let catalog = match Catalog::load(&home)? {
+            Some(catalog) => catalog,
+            None => {
+                let catalog = Catalog::default();
+                catalog.store(&home)?;
+                catalog
+            }
+        };
+        let counters = Counters::default();
+        let kvs_ids: HashSet<u32> = catalog.kvs.values().map(|entry| entry.id).collect();
+        let started = std::time::Instant::now();
+        let recovered = recovery::recover(
+            &home,
+            &[(MediaClass::Capacity, &capacity_dir)],
+            &kvs_ids,
+            options.direct_io,
+            &counters,
+        )?;
+        tracing::info!(
+            home = %home.display(),
+            millis = started.elapsed().as_millis() as u64,
+            report = ?recovered.report,
+            "KVDB recovered"
+        );
+        let segments = Arc::new(SegmentTable::new(
+            [home.join(MediaClass::Staging.name()), capacity_dir],
+            recovered.next_segment_id,
+        ));
+        for segment in recovered.segments {
+            segments.insert(segment);
+        }
+        let next_seqno = Arc::new(AtomicU64::new(recovered.next_seqno));
+        let poison = Arc::new(Poison::default());
+        let head = |kind: HeadKind| {
+            LogHead::open(HeadConfig {
+                kind,
+                class: MediaClass::Capacity,
+                segment_bytes: options.segment_bytes,
+                write_buffer_bytes: options.write_buffer_bytes,
+                flush_chunk_bytes: options.flush_chunk_bytes,
+                direct_io: options.direct_io,
+                counters: counters.media(MediaClass::Capacity).clone(),
+                segments: segments.clone(),
+                poison: poison.clone(),
+                next_seqno: next_seqno.clone(),
+            })
+        };
+        let client_head = head(HeadKind::Client)?;
+        let cleaner_head = head(HeadKind::Cleaner)?;
+        let mut indexes = recovered.indexes;
+        let mut kvs = HashMap::new();
+        let mut kvs_by_id = HashMap::new();
+        for (name, entry) in &catalog.kvs {
+            let state = Arc::new(KvsState {
+                id: entry.id,
+                name: name.clone(),
+                options: entry.options.clone(),
+                index: RwLock::new(indexes.remove(&entry.id).unwrap_or_default()),
+                dropped: AtomicBool::new(false),
+            });
+            kvs.insert(name.clone(), state.clone());
+            kvs_by_id.insert(entry.id, state);
+        }
+        let visible = recovered.next_seqno - 1;
+        let inner = Arc::new(Inner {
+            home,
+            cache: ValueCache::new(options.cache_bytes),
+            options,
+            lock_file: Mutex::new(Some(lock_file)),
+            catalog: Mutex::new(catalog),
+            kvs: RwLock::new(kvs),
+            kvs_by_id: RwLock::new(kvs_by_id),
+            segments,
+            client_head,
+            cleaner_head,
+            next_seqno,
+            visible_seqno: AtomicU64::new(visible),
+            covered_seqno: AtomicU64::new(recovered.covered_seqno),
+            checkpoint_lsn: AtomicU64::new(0),
+            snapshots: SnapshotRegistry::default(),
+            counters,
+            poison,
+            closed: AtomicBool::new(false),
+            recovery_report: recovered.report,
+            checkpoint_lock: Mutex::new(()),
+            cleaner_lock: Mutex::new(()),
+        });
+        let workers = Workers::start(&inner)?;
+        Ok(Db {
+            inner,
+            workers: Mutex::new(Some(workers)),
+        })
+    }
+
+    /// The KVS named `name`, created with default options on first use.
+    pub fn kvs(&self, name: &str) -> Result<Kvs> {
+        self.kvs_with_options(name, KvsOptions::default())
+    }
+
+    /// The KVS named `name`, created with `options` if it does not exist. An existing KVS keeps
+    /// the options it was created with.
+    pub fn kvs_with_options(&self, name: &str, options: KvsOptions) -> Result<Kvs> {
+        self.inner.check_open()?;
+        validate_kvs_name(name)?;
+        options.validate()?;
+        if let Some(state) = self.inner.kvs.read().get(name) {
+            return Ok(self.handle(state.clone()));
+        }
+        let mut catalog = self.inner.catalog.lock();
+        if let Some(state) = self.inner.kvs.read().get(name) {
+            return Ok(self.handle(state.clone()));
+        }
+        if catalog.kvs.len() >= KVS_COUNT_MAX {
+            return Err(Error::LimitExceeded {
+                what: "KVS count",
+                limit: KVS_COUNT_MAX as u64,
+                actual: catalog.kvs.len() as u64 + 1,
+            });
+        }
+        let id = catalog.next_kvs_id;
+        let mut updated = catalog.clone();
+        updated.next_kvs_id += 1;
+        updated.kvs.insert(
+            name.to_string(),
+            CatalogEntry {
+                id,
+                options: options.clone(),
+            },
+        );
+        updated.store(&self.inner.home)?;
+        *catalog = updated;
+        let state = Arc::new(KvsState {
+            id,
+            name: name.to_string(),
+            options,
+            index: RwLock::new(KvsIndex::default()),
+            dropped: AtomicBool::new(false),
+        });
+        self.inner
+            .kvs
+            .write()
+            .insert(name.to_string(), state.clone());
+        self.inner.kvs_by_id.write().insert(id, state.clone());
+        Ok(self.handle(state))
+    }
+
+    fn handle(&self, state: Arc<KvsState>) -> Kvs {
+        Kvs {
+            db: self.inner.clone(),
+            state,
+        }
+    }
+
+    /// Names of all KVSs, sorted.
+    pub fn list_kvs(&self) -> Result<Vec<String>> {
+        self.inner.check_open()?;
+        Ok(self.inner.catalog.lock().kvs.keys().cloned().collect())
+    }
+
+    /// Drops the KVS `name` and all its data. Its handles return errors afterwards.
+    pub fn drop_kvs(&self, name: &str) -> Result<()> {
+        self.inner.check_open()?;
+        let mut catalog = self.inner.catalog.lock();
+        let Some(entry) = catalog.kvs.get(name).cloned() else {
+            return Err(Error::KvsNotFound(name.to_string()));
+        };
+        let mut updated = catalog.clone();
+        updated.kvs.remove(name);
+        updated.store(&self.inner.home)?;
+        *catalog = updated;
+        let state = self
+            .inner
+            .kvs
+            .write()
+            .remove(name)
+            .expect("catalog and map agree");
+        self.inner.kvs_by_id.write().remove(&entry.id);
+        let mut index = state.index.write();
+        state.dropped.store(true, Ordering::Release);
+        index.for_each_version(|_, entry| self.inner.free(entry.location));
+        *index = KvsIndex::default();
+        Ok(())
+    }
+
+    /// A new, empty write batch.
+    pub fn batch(&self) -> WriteBatch {
+        WriteBatch::default()
+    }
+
+    /// Applies `batch` atomically: after a crash either all of it is there or none.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        if let Some(error) = batch.error {
+            return Err(error);
+        }
+        if batch.encoded_bytes > self.inner.options.batch_bytes_limit() {
+            return Err(Error::LimitExceeded {
+                what: "write batch",
+                limit: self.inner.options.batch_bytes_limit(),
+                actual: batch.encoded_bytes,
+            });
+        }
+        self.inner.commit(&batch.ops)
+    }
+
+    /// A consistent view of every KVS as of now.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.inner.check_open()?;
+        Ok(self.inner.take_snapshot())
+    }
+
+    /// Makes every acknowledged write durable (`fdatasync`).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.client_head.flush(true)?;
+        self.inner.cleaner_head.flush(true)
+    }
+
+    /// Runs the cleaner now over every segment holding dead data; returns the segments freed.
+    pub fn compact(&self) -> Result<u64> {
+        self.inner.check_open()?;
+        crate::gc::compact(&self.inner)
+    }
+
+    /// Writes an index checkpoint now.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.write_checkpoint()
+    }
+
+    /// Verifies every record's CRC on every segment, that every index entry points at a valid
+    /// record of its key, and the live-byte counters. See [`crate::CheckReport`].
+    pub fn check(&self) -> Result<crate::CheckReport> {
+        self.inner.check_open()?;
+        crate::check::check(&self.inner)
+    }
+
+    /// What recovery did when this KVDB opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.recovery_report
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.home
+    }
+
+    /// A copy of the engine's counters.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// Flushes, syncs, writes a checkpoint and releases the KVDB. Dropping the `Db` does the
+    /// same but can only log errors.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        let Some(workers) = self.workers.lock().take() else {
+            return Ok(());
+        };
+        workers.stop(&self.inner);
+        let result = (|| {
+            self.inner.poison.check()?;
+            self.inner.client_head.flush(true)?;
+            self.inner.cleaner_head.flush(true)?;
+            self.inner.write_checkpoint()
+        })();
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.lock_file.lock().take();
+        result
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(error) = self.shutdown() {
+            tracing::error!(%error, "closing the KVDB failed");
+        }
+    }
+}
+
+fn lock_home(home: &Path) -> Result<File> {
+    let path = home.join(LOCK_FILE_NAME);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|error| Error::io(format!("open {}", path.display()), error))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(home.to_path_buf())),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(Error::io(format!("lock {}", path.display()), error))
+        }
+    }
+}
+
+impl Inner {
+    pub fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("KVDB"));
+        }
+        Ok(())
+    }
+
+    pub fn kvs_by_id(&self, id: u32) -> Option<Arc<KvsState>> {
+        self.kvs_by_id.read().get(&id).cloned()
+    }
+
+    pub fn all_kvs(&self) -> Vec<Arc<KvsState>> {
+        let mut all: Vec<_> = self.kvs_by_id.read().values().cloned().collect();
+        all.sort_by_key(|state| state.id);
+        all
+    }
+
+    /// Subtracts a version that nothing points at any more from its segment's live bytes.
+    pub fn free(&self, location: Location) {
+        if let Some(segment) = self.segments.get(location.segment) {
+            segment.sub_live(u64::from(location.len));
+        }
+    }
+
+    pub(crate) fn take_snapshot(self: &Arc<Self>) -> Snapshot {
+        // Registering under the client head's lock orders the snapshot against every commit.
+        let _commits_paused = self.client_head.lock();
+        let seqno = self.visible_seqno.load(Ordering::SeqCst);
+        self.snapshots.register(seqno);
+        Snapshot {
+            db: self.clone(),
+            seqno,
+        }
+    }
+
+    pub fn release_snapshot(&self, seqno: u64) {
+        let open = self.snapshots.release(seqno);
+        for kvs in self.all_kvs() {
+            let mut index = kvs.index.write();
+            for freed in index.prune_old(|seqno, superseded| {
+                crate::snapshot::needed_by_any(&open, seqno, superseded)
+            }) {
+                self.free(freed.location);
+            }
+        }
+    }
+
+    /// Appends `ops` as one atomic batch and applies them to the indexes.
+    fn commit(&self, ops: &[BatchOp]) -> Result<()> {
+        self.check_open()?;
+        self.poison.check()?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
+        involved.sort_by_key(|kvs| kvs.id);
+        involved.dedup_by_key(|kvs| kvs.id);
+        // Lock order: KVS indexes by id, then the client head (invariant I4).
+        let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
+            Vec::with_capacity(involved.len());
+        for kvs in &involved {
+            let guard = kvs.index.write();
+            if kvs.dropped.load(Ordering::Acquire) {
+                return Err(Error::KvsNotFound(kvs.name.clone()));
+            }
+            guards.push((kvs.id, guard));
+        }
+        let total_bytes: usize = ops
+            .iter()
+            .map(|op| record::encoded_len(op.key.len(), op.value.len()))
+            .sum();
+        let mut encoded = Vec::with_capacity(total_bytes);
+        let mut appender = self.client_head.lock();
+        appender.reserve(total_bytes)?;
+        let segment = appender.segment().clone();
+        let snapshot_max = self.snapshots.max();
+        let first_seqno = self.next_seqno.load(Ordering::SeqCst);
+        self.next_seqno
+            .store(first_seqno + ops.len() as u64, Ordering::SeqCst);
+        for (position, op) in ops.iter().enumerate() {
+            let seqno = first_seqno + position as u64;
+            let flags = if position + 1 < ops.len() {
+                FLAG_BATCH_CONTINUES
+            } else {
+                0
+            };
+            encoded.clear();
+            record::encode(
+                &mut encoded,
+                &RecordRef {
+                    kind: op.kind,
+                    flags,
+                    kvs_id: op.kvs.id,
+                    seqno,
+                    key: &op.key,
+                    value: &op.value,
+                },
+            );
+            let location = appender.append(&encoded);
+            let index = &mut guards
+                .iter_mut()
+                .find(|(id, _)| *id == op.kvs.id)
+                .expect("every involved KVS is locked")
+                .1;
+            self.apply(index, &segment, op, Entry { location, seqno }, snapshot_max);
+        }
+        self.visible_seqno
+            .store(first_seqno + ops.len() as u64 - 1, Ordering::SeqCst);
+        let lsn = appender.end_lsn();
+        drop(appender);
+        drop(guards);
+        let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
+        self.counters.user_bytes_written.add(user_bytes as u64);
+        if self.options.durability == Durability::Sync {
+            self.client_head.wait_durable(lsn)?;
+        }
+        Ok(())
+    }
+
+    fn apply(
+        &self,
+        index: &mut KvsIndex,
+        segment: &SegmentMeta,
+        op: &BatchOp,
+        entry: Entry,
+        snapshot_max: u64,
+    ) {
+        match op.kind {
+            RecordKind::Put => {
+                segment.add_live(u64::from(entry.location.len));
+                if let Some(replaced) = index.put(&op.key, entry, snapshot_max) {
+                    self.free(replaced.location);
+                }
+            }
+            RecordKind::Tombstone => {
+                if let Some(removed) = index.remove(&op.key, entry.seqno, snapshot_max) {
+                    self.free(removed.location);
+                }
+            }
+            RecordKind::PrefixTombstone => {
+                for removed in index.remove_prefix(&op.key, entry.seqno, snapshot_max) {
+                    self.free(removed.location);
+                }
+            }
+            RecordKind::SnapshotCopy => unreachable!("clients never write snapshot copies"),
+        }
+    }
+
+    /// The value of `key` in `kvs` at snapshot `at` (newest if `None`).
+    pub fn get(&self, kvs: &KvsState, key: &[u8], at: Option<u64>) -> Result<Option<Bytes>> {
+        validate_key(key)?;
+        self.check_open()?;
+        self.counters.gets.add(1);
+        for _ in 0..READ_RETRIES_MAX {
+            let entry = {
+                let index = kvs.index.read();
+                match at {
+                    None => index.get(key),
+                    Some(seqno) => index.get_at(key, seqno),
+                }
+            };
+            let Some(entry) = entry else {
+                return Ok(None);
+            };
+            if let Some(value) = self.read_value(kvs.id, key, entry)? {
+                return Ok(Some(value));
+            }
+        }
+        Err(Error::Io {
+            context: format!("get from KVS {:?}", kvs.name),
+            source: std::io::Error::other("the record kept moving while being read"),
+        })
+    }
+
+    /// Reads the value of the version `entry` of `key`: from the cache, the write buffer, or
+    /// one device read. `Ok(None)` means its segment was freed meanwhile: look the key up again.
+    pub fn read_value(&self, kvs_id: u32, key: &[u8], entry: Entry) -> Result<Option<Bytes>> {
+        if let Some(value) = self.cache.get(entry.seqno) {
+            self.counters.cache_hits.add(1);
+            return Ok(Some(value));
+        }
+        self.counters.cache_misses.add(1);
+        let location = entry.location;
+        let Some(segment) = self.segments.get(location.segment) else {
+            return Ok(None);
+        };
+        let head = match segment.header.head {
+            HeadKind::Client => &self.client_head,
+            HeadKind::Cleaner => &self.cleaner_head,
+        };
+        let bytes = match head.read_buffered(&segment, location) {
+            Some(bytes) => {
+                self.counters.write_buffer_hits.add(1);
+                bytes
+            }
+            None => {
+                self.counters.get_device_reads.add(1);
+                segment
+                    .file
+                    .read_exact_at(u64::from(location.offset), location.len as usize)?
+            }
+        };
+        let corrupt =
+            |detail: String| Error::corruption(segment.path(), u64::from(location.offset), detail);
+        let record = record::decode(&bytes)
+            .map_err(|error| corrupt(format!("record failed validation: {error:?}")))?;
+        if !record.kind.has_value()
+            || record.kvs_id != kvs_id
+            || record.key != key
+            || record.seqno != entry.seqno
+        {
+            return Err(corrupt(format!(
+                "the index expected KVS {kvs_id} seqno {} but the record holds KVS {} seqno {}",
+                entry.seqno, record.kvs_id, record.seqno
+            )));
+        }
+        let value = Bytes::copy_from_slice(record.value);
+        self.cache.insert(entry.seqno, value.clone());
+        Ok(Some(value))
+    }
+
+    fn stats(&self) -> Stats {
+        let segments = self.segments.all();
+        let mut media: Vec<MediaStats> = MediaClass::ALL
+            .iter()
+            .map(|&class| {
+                let (bytes_written, bytes_read) = self.counters.media(class).snapshot();
+                MediaStats {
+                    class: class.name(),
+                    bytes_written,
+                    bytes_read,
+                    ..MediaStats::default()
+                }
+            })
+            .collect();
+        let mut live_bytes = 0;
+        for segment in &segments {
+            let class = &mut media[segment.header.class as usize];
+            class.segment_bytes += segment.disk_bytes();
+            class.segments += 1;
+            live_bytes += segment.live_bytes();
+        }
+        let (mut index_keys, mut index_key_bytes) = (0u64, 0u64);
+        for kvs in self.all_kvs() {
+            let index = kvs.index.read();
+            index_keys += index.len() as u64;
+            index_key_bytes += index.key_bytes();
+        }
+        let (snapshots_open, oldest_snapshot_age_secs) = self.snapshots.summary();
+        let counters = &self.counters;
+        Stats {
+            user_bytes_written: counters.user_bytes_written.get(),
+            total_bytes: media.iter().map(|class| class.segment_bytes).sum(),
+            media,
+            checkpoints_written: counters.checkpoints_written.get(),
+            checkpoint_bytes_written: counters.checkpoint_bytes_written.get(),
+            gets: counters.gets.get(),
+            get_device_reads: counters.get_device_reads.get(),
+            cache_hits: counters.cache_hits.get(),
+            cache_misses: counters.cache_misses.get(),
+            write_buffer_hits: counters.write_buffer_hits.get(),
+            cache_bytes: self.cache.weight_bytes(),
+            cache_bytes_budget: self.cache.budget_bytes(),
+            index_keys,
+            index_bytes: crate::index::estimated_dram_bytes(index_keys, index_key_bytes),
+            live_bytes,
+            cleaner_segments_cleaned: counters.cleaner_segments_cleaned.get(),
+            cleaner_bytes_copied: counters.cleaner_bytes_copied.get(),
+            cleaner_tombstones_dropped: counters.cleaner_tombstones_dropped.get(),
+            snapshots_open,
+            oldest_snapshot_age_secs,
+            next_seqno: self.next_seqno.load(Ordering::SeqCst),
+            direct_io: segments.iter().all(|segment| segment.file.is_direct()),
+        }
+    }
+}
+
+impl Kvs {
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    pub fn options(&self) -> &KvsOptions {
+        &self.state.options
+    }
+
+    fn single(&self, kind: RecordKind, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.push(self, kind, key, value);
+        if let Some(error) = batch.error {
+            return Err(error);
+        }
+        self.db.commit(&batch.ops)
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.single(RecordKind::Put, key.as_ref(), value.as_ref())
+    }
+
+    /// The newest value of `key`, if any.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        self.check_live()?;
+        self.db.get(&self.state, key.as_ref(), None)
+    }
+
+    /// Whether `key` has a value (costs no device read).
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.check_live()?;
+        validate_key(key.as_ref())?;
+        Ok(self.state.index.read().get(key.as_ref()).is_some())
+    }
+
+    /// Deletes `key` (a no-op if it has no value).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.single(RecordKind::Tombstone, key.as_ref(), &[])
+    }
+
+    /// Deletes every key that starts with `prefix`. When the KVS has a `prefix_len`, the
+    /// prefix must be exactly that long.
+    pub fn prefix_delete(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.single(RecordKind::PrefixTombstone, prefix.as_ref(), &[])
+    }
+
+    /// The values of `keys`, in order, read at one consistent moment.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        self.check_live()?;
+        let snapshot = self.db.take_snapshot();
+        keys.into_iter()
+            .map(|key| self.db.get(&self.state, key.as_ref(), Some(snapshot.seqno)))
+            .collect()
+    }
+
+    /// Keys in `range`, in order; reverse with `.rev()`. Reads a consistent view taken now.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        Iter::new(self.clone(), None, crate::iter::owned_bounds(&range))
+    }
+
+    /// Every key starting with `prefix`, in order; reverse with `.rev()`.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        Iter::new(
+            self.clone(),
+            None,
+            crate::iter::prefix_bounds(prefix.as_ref()),
+        )
+    }
+
+    /// Every key, in order.
+    pub fn iter(&self) -> Iter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Number of keys (counted from the index, no device reads).
+    pub fn len(&self) -> Result<usize> {
+        self.check_live()?;
+        Ok(self.state.index.read().len())
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    pub(crate) fn check_live(&self) -> Result<()> {
+        self.db.check_open()?;
+        if self.state.dropped.load(Ordering::Acquire) {
+            return Err(Error::KvsNotFound(self.state.name.clone()));
+        }
+        Ok(())
+    }
+}
+
+impl WriteBatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(&mut self, kvs: &Kvs, kind: RecordKind, key: &[u8], value: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        let valid = validate_key(key).and_then(|()| validate_value(value)).and_then(|()| {
+            let prefix_len = kvs.state.options.prefix_len;
+            if kind == RecordKind::PrefixTombstone && prefix_len > 0 && key.len() != prefix_len {
+                return Err(Error::InvalidArgument(format!(
+                    "KVS {:?} has prefix_len {prefix_len}; a prefix delete needs a prefix of exactly that length, not {}",
+                    kvs.state.name,
+                    key.len()
+                )));
+            }
+            Ok(())
+        });
+        if let Err(error) = valid {
+            self.error = Some(error);
+            return;
+        }
+        self.encoded_bytes += record::encoded_len(key.len(), value.len()) as u64;
+        self.ops.push(BatchOp {
+            kvs: kvs.state.clone(),
+            kind,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        });
+    }
+
+    /// Adds a put. An invalid key or value makes [`Db::write`] fail, writing nothing.
+    pub fn put(&mut self, kvs: &Kvs, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.push(kvs, RecordKind::Put, key.as_ref(), value.as_ref());
+    }
+
+    pub fn delete(&mut self, kvs: &Kvs, key: impl AsRef<[u8]>) {
+        self.push(kvs, RecordKind::Tombstone, key.as_ref(), &[]);
+    }
+
+    pub fn prefix_delete(&mut self, kvs: &Kvs, prefix: impl AsRef<[u8]>) {
+        self.push(kvs, RecordKind::PrefixTombstone, prefix.as_ref(), &[]);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+impl Snapshot {
+    /// Another registration at `seqno`, which a live snapshot already holds (so no version it
+    /// sees can have been pruned).
+    pub(crate) fn pin(db: Arc<Inner>, seqno: u64) -> Snapshot {
+        db.snapshots.register(seqno);
+        Snapshot { db, seqno }
+    }
+
+    /// The sequence number this snapshot reads at.
+    pub fn seqno(&self) -> u64 {
+        self.seqno
+    }
+
+    /// The value of `key` in `kvs` as of this snapshot.
+    pub fn get(&self, kvs: &Kvs, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        kvs.check_live()?;
+        self.db.get(&kvs.state, key.as_ref(), Some(self.seqno))
+    }
+
+    /// Keys of `kvs` in `range` as of this snapshot.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, kvs: &Kvs, range: R) -> Iter {
+        Iter::new(
+            kvs.clone(),
+            Some(self.seqno),
+            crate::iter::owned_bounds(&range),
+        )
+    }
+
+    /// Keys of `kvs` starting with `prefix` as of this snapshot.
+    pub fn prefix(&self, kvs: &Kvs, prefix: impl AsRef<[u8]>) -> Iter {
+        Iter::new(
+            kvs.clone(),
+            Some(self.seqno),
+            crate::iter::prefix_bounds(prefix.as_ref()),
+        )
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.db.release_snapshot(self.seqno);
+    }
+}

@@ -1,0 +1,367 @@
+//! The per-KVS index in DRAM: for each key, where its newest record lives.
+//!
+//! Older versions are kept, in a separate map, only while an open snapshot can see them, so the
+//! common case (no snapshots) pays nothing for them. A version written at `seqno` and replaced
+//! at `superseded` is visible to a snapshot at `at` when `seqno <= at < superseded`.
+
+use crate::log::Location;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+pub type Key = Box<[u8]>;
+
+/// The newest version of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub location: Location,
+    pub seqno: u64,
+}
+
+/// A replaced version kept for snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OldVersion {
+    pub entry: Entry,
+    pub superseded: u64,
+}
+
+/// Whether a record found on media is still needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// The newest version of its key.
+    Newest,
+    /// An old version some snapshot can see.
+    Snapshot,
+    Dead,
+}
+
+#[derive(Default)]
+pub struct KvsIndex {
+    newest: BTreeMap<Key, Entry>,
+    old: BTreeMap<Key, Vec<OldVersion>>,
+    key_bytes: u64,
+}
+
+impl KvsIndex {
+    pub fn len(&self) -> usize {
+        self.newest.len()
+    }
+
+    /// Sum of the lengths of all keys in the index.
+    pub fn key_bytes(&self) -> u64 {
+        self.key_bytes
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        self.newest.get(key).copied()
+    }
+
+    /// The version of `key` a reader at sequence number `at` sees.
+    pub fn get_at(&self, key: &[u8], at: u64) -> Option<Entry> {
+        self.visible(key, self.newest.get(key), at)
+    }
+
+    fn visible(&self, key: &[u8], newest: Option<&Entry>, at: u64) -> Option<Entry> {
+        match newest {
+            Some(entry) if entry.seqno <= at => Some(*entry),
+            _ => self
+                .old
+                .get(key)?
+                .iter()
+                .find(|version| version.entry.seqno <= at && at < version.superseded)
+                .map(|version| version.entry),
+        }
+    }
+
+    /// Makes `entry` the newest version of `key`. Returns the replaced version when no snapshot
+    /// (the newest open one is `snapshot_max`, 0 if none) can see it, so the caller frees it.
+    pub fn put(&mut self, key: &[u8], entry: Entry, snapshot_max: u64) -> Option<Entry> {
+        match self.newest.get_mut(key) {
+            Some(slot) => {
+                let replaced = std::mem::replace(slot, entry);
+                self.retire(key, replaced, entry.seqno, snapshot_max)
+            }
+            None => {
+                self.key_bytes += key.len() as u64;
+                self.newest.insert(key.into(), entry);
+                None
+            }
+        }
+    }
+
+    /// Inserts without snapshot bookkeeping, for recovery and checkpoint loading.
+    pub fn put_recovered(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        match self.newest.get_mut(key) {
+            Some(slot) => Some(std::mem::replace(slot, entry)),
+            None => {
+                self.key_bytes += key.len() as u64;
+                self.newest.insert(key.into(), entry);
+                None
+            }
+        }
+    }
+
+    /// Removes `key` (deleted at `seqno`); returns the removed version if no snapshot needs it.
+    pub fn remove(&mut self, key: &[u8], seqno: u64, snapshot_max: u64) -> Option<Entry> {
+        let removed = self.newest.remove(key)?;
+        self.key_bytes -= key.len() as u64;
+        self.retire(key, removed, seqno, snapshot_max)
+    }
+
+    /// Removes every key starting with `prefix` that is older than `seqno`; returns the removed
+    /// versions no snapshot needs.
+    pub fn remove_prefix(&mut self, prefix: &[u8], seqno: u64, snapshot_max: u64) -> Vec<Entry> {
+        let doomed: Vec<Key> = self
+            .newest
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .filter(|(_, entry)| entry.seqno < seqno)
+            .map(|(key, _)| key.clone())
+            .collect();
+        doomed
+            .iter()
+            .filter_map(|key| self.remove(key, seqno, snapshot_max))
+            .collect()
+    }
+
+    fn retire(
+        &mut self,
+        key: &[u8],
+        replaced: Entry,
+        superseded: u64,
+        snapshot_max: u64,
+    ) -> Option<Entry> {
+        if snapshot_max >= replaced.seqno {
+            self.old.entry(key.into()).or_default().push(OldVersion {
+                entry: replaced,
+                superseded,
+            });
+            None
+        } else {
+            Some(replaced)
+        }
+    }
+
+    /// Is the record of `key` at `seqno` stored at `location` still needed?
+    pub fn liveness(&self, key: &[u8], seqno: u64, location: Location) -> Liveness {
+        let wanted = Entry { location, seqno };
+        if self.newest.get(key) == Some(&wanted) {
+            return Liveness::Newest;
+        }
+        let kept = self
+            .old
+            .get(key)
+            .is_some_and(|versions| versions.iter().any(|version| version.entry == wanted));
+        if kept {
+            Liveness::Snapshot
+        } else {
+            Liveness::Dead
+        }
+    }
+
+    /// Moves the version of `key` at `seqno` from `from` to `to` if it is still stored at `from`
+    /// (a compare-and-swap for the cleaner). Returns whether it moved.
+    pub fn relocate(&mut self, key: &[u8], seqno: u64, from: Location, to: Location) -> bool {
+        let wanted = Entry {
+            location: from,
+            seqno,
+        };
+        if let Some(entry) = self.newest.get_mut(key) {
+            if *entry == wanted {
+                entry.location = to;
+                return true;
+            }
+        }
+        if let Some(versions) = self.old.get_mut(key) {
+            if let Some(version) = versions.iter_mut().find(|version| version.entry == wanted) {
+                version.entry.location = to;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drops old versions no snapshot in `is_visible_to_some_snapshot` needs; returns them.
+    pub fn prune_old(&mut self, mut needed: impl FnMut(u64, u64) -> bool) -> Vec<Entry> {
+        let mut freed = Vec::new();
+        self.old.retain(|_, versions| {
+            versions.retain(|version| {
+                let keep = needed(version.entry.seqno, version.superseded);
+                if !keep {
+                    freed.push(version.entry);
+                }
+                keep
+            });
+            !versions.is_empty()
+        });
+        freed
+    }
+
+    /// Every version the index holds (newest and kept), for accounting and checks.
+    pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
+        for (key, entry) in &self.newest {
+            visit(key, *entry);
+        }
+        for (key, versions) in &self.old {
+            for version in versions {
+                visit(key, version.entry);
+            }
+        }
+    }
+
+    /// Up to `limit` newest entries with keys after `after` (all keys if `None`), in order.
+    pub fn newest_after(&self, after: Option<&[u8]>, limit: usize) -> Vec<(Key, Entry)> {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.newest
+            .range::<[u8], _>((lower, Bound::Unbounded))
+            .take(limit)
+            .map(|(key, entry)| (key.clone(), *entry))
+            .collect()
+    }
+
+    /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
+    /// (descending when `reverse`).
+    pub fn collect_visible(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        at: u64,
+        limit: usize,
+        reverse: bool,
+    ) -> Vec<(Key, Entry)> {
+        let range = (lower, upper);
+        let mut out = Vec::with_capacity(limit.min(256));
+        let newest = self.newest.range::<[u8], _>(range);
+        let old = self.old.range::<[u8], _>(range).map(|(key, _)| key);
+        // Merge the keys of both maps, each once, in the requested order.
+        let mut keys: Box<dyn Iterator<Item = (&Key, Option<&Entry>)>> = if self.old.is_empty() {
+            if reverse {
+                Box::new(newest.rev().map(|(key, entry)| (key, Some(entry))))
+            } else {
+                Box::new(newest.map(|(key, entry)| (key, Some(entry))))
+            }
+        } else {
+            let mut merged: Vec<(&Key, Option<&Entry>)> =
+                newest.map(|(key, entry)| (key, Some(entry))).collect();
+            merged.extend(
+                old.filter(|key| !self.newest.contains_key(*key))
+                    .map(|key| (key, None)),
+            );
+            merged.sort_by(|left, right| left.0.cmp(right.0));
+            if reverse {
+                merged.reverse();
+            }
+            Box::new(merged.into_iter())
+        };
+        for (key, entry) in keys.by_ref() {
+            if let Some(visible) = self.visible(key, entry, at) {
+                out.push((key.clone(), visible));
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Estimated DRAM of indexes holding `keys` keys of `key_bytes` bytes in all: each key's heap
+/// allocation (its bytes plus about 16 bytes of allocator overhead and rounding) plus its slot in
+/// a B-tree node (a 16-byte key pointer and a 24-byte entry) at about 75% node fill.
+pub fn estimated_dram_bytes(keys: u64, key_bytes: u64) -> u64 {
+    const ALLOCATION_OVERHEAD_BYTES: u64 = 16;
+    let slot_bytes = (std::mem::size_of::<Key>() + std::mem::size_of::<Entry>()) as u64;
+    key_bytes + keys * (ALLOCATION_OVERHEAD_BYTES + slot_bytes * 4 / 3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::SegmentId;
+
+    fn entry(seqno: u64) -> Entry {
+        Entry {
+            location: Location {
+                segment: SegmentId(1),
+                offset: seqno as u32 * 100,
+                len: 50,
+            },
+            seqno,
+        }
+    }
+
+    #[test]
+    fn snapshots_keep_exactly_the_versions_they_see() {
+        let mut index = KvsIndex::default();
+        assert_eq!(index.put(b"k", entry(1), 0), None);
+        // A snapshot at 1 sees version 1, so replacing it keeps it.
+        assert_eq!(index.put(b"k", entry(2), 1), None);
+        assert_eq!(index.get_at(b"k", 1), Some(entry(1)));
+        assert_eq!(index.get_at(b"k", 2), Some(entry(2)));
+        // No snapshot sees version 2: deleting frees it.
+        assert_eq!(index.remove(b"k", 3, 1), Some(entry(2)));
+        assert_eq!(index.get_at(b"k", 1), Some(entry(1)));
+        assert_eq!(index.get_at(b"k", 5), None);
+        assert_eq!(
+            index.liveness(b"k", 1, entry(1).location),
+            Liveness::Snapshot
+        );
+        let freed = index.prune_old(|_, _| false);
+        assert_eq!(freed, vec![entry(1)]);
+        assert_eq!(index.get_at(b"k", 1), None);
+    }
+
+    #[test]
+    fn prefix_removal_spares_newer_keys_and_other_prefixes() {
+        let mut index = KvsIndex::default();
+        index.put(b"a1", entry(1), 0);
+        index.put(b"a2", entry(5), 0);
+        index.put(b"b1", entry(2), 0);
+        let freed = index.remove_prefix(b"a", 4, 0);
+        assert_eq!(freed, vec![entry(1)]);
+        assert!(index.get(b"a2").is_some() && index.get(b"b1").is_some());
+        assert_eq!(index.key_bytes(), 4);
+    }
+
+    #[test]
+    fn visible_ranges_merge_kept_versions_in_both_directions() {
+        let mut index = KvsIndex::default();
+        index.put(b"a", entry(1), 0);
+        index.put(b"b", entry(2), 0);
+        index.put(b"c", entry(3), 0);
+        index.remove(b"b", 4, 3);
+        index.put(b"d", entry(5), 3);
+        let at3: Vec<Key> = index
+            .collect_visible(Bound::Unbounded, Bound::Unbounded, 3, 10, false)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(
+            at3,
+            vec![
+                b"a".to_vec().into(),
+                b"b".to_vec().into(),
+                b"c".to_vec().into()
+            ]
+        );
+        let now: Vec<Key> = index
+            .collect_visible(Bound::Unbounded, Bound::Excluded(b"d"), 9, 10, true)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(now, vec![b"c".to_vec().into(), b"a".to_vec().into()]);
+    }
+
+    #[test]
+    fn relocation_is_a_compare_and_swap() {
+        let mut index = KvsIndex::default();
+        index.put(b"k", entry(1), 0);
+        let to = Location {
+            segment: SegmentId(2),
+            offset: 0,
+            len: 50,
+        };
+        assert!(!index.relocate(b"k", 1, to, to));
+        assert!(index.relocate(b"k", 1, entry(1).location, to));
+        assert_eq!(index.get(b"k").unwrap().location, to);
+    }
+}

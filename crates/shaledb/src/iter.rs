@@ -1,0 +1,225 @@
+//! Ordered cursors over one KVS: forward and reverse, with bounds, prefixes and seek.
+//!
+//! A cursor reads a consistent view: it holds a snapshot for its whole life. It takes keys from
+//! the index in chunks under a short read lock, so it never blocks writers between items.
+
+use crate::db::{Kvs, Snapshot};
+use crate::error::Result;
+use crate::index::{Entry, Key};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::ops::{Bound, RangeBounds};
+
+/// Keys fetched from the index per refill.
+const CHUNK_KEYS: usize = 128;
+
+pub(crate) type OwnedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+pub(crate) fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> OwnedBounds {
+    let own = |bound: Bound<&K>| match bound {
+        Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
+        Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// The range of keys starting with `prefix`.
+pub(crate) fn prefix_bounds(prefix: &[u8]) -> OwnedBounds {
+    let mut successor = prefix.to_vec();
+    while let Some(last) = successor.pop() {
+        if last < u8::MAX {
+            successor.push(last + 1);
+            return (Bound::Included(prefix.to_vec()), Bound::Excluded(successor));
+        }
+    }
+    (Bound::Included(prefix.to_vec()), Bound::Unbounded)
+}
+
+fn as_slice_bound(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(key) => Bound::Included(key.as_slice()),
+        Bound::Excluded(key) => Bound::Excluded(key.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn below_upper(key: &[u8], upper: &Bound<Vec<u8>>) -> bool {
+    match upper {
+        Bound::Included(bound) => key <= bound.as_slice(),
+        Bound::Excluded(bound) => key < bound.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+
+fn above_lower(key: &[u8], lower: &Bound<Vec<u8>>) -> bool {
+    match lower {
+        Bound::Included(bound) => key >= bound.as_slice(),
+        Bound::Excluded(bound) => key > bound.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+
+/// An ordered cursor yielding `(key, value)` pairs. Iterate it forward, or backward with
+/// `.rev()` / `next_back()`; both ends may be used on one cursor.
+pub struct Iter {
+    kvs: Kvs,
+    snapshot: Option<Snapshot>,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    front: VecDeque<(Key, Entry)>,
+    back: VecDeque<(Key, Entry)>,
+    done: bool,
+}
+
+impl Iter {
+    pub(crate) fn new(kvs: Kvs, at: Option<u64>, (lower, upper): OwnedBounds) -> Self {
+        let snapshot = match kvs.check_live() {
+            Ok(()) => Some(match at {
+                Some(seqno) => Snapshot::pin(kvs.db.clone(), seqno),
+                None => kvs.db.take_snapshot(),
+            }),
+            Err(_) => None,
+        };
+        Iter {
+            kvs,
+            snapshot,
+            lower,
+            upper,
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// Moves the front of the cursor to the first key at or after `key`.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        self.front.clear();
+        self.lower = Bound::Included(key.as_ref().to_vec());
+        self.done = false;
+    }
+
+    fn refill(&mut self, reverse: bool) -> Result<()> {
+        self.kvs.check_live()?;
+        let at = self
+            .snapshot
+            .as_ref()
+            .expect("a live KVS has a snapshot")
+            .seqno();
+        let chunk = self.kvs.state.index.read().collect_visible(
+            as_slice_bound(&self.lower),
+            as_slice_bound(&self.upper),
+            at,
+            CHUNK_KEYS,
+            reverse,
+        );
+        if reverse {
+            self.back.extend(chunk);
+        } else {
+            self.front.extend(chunk);
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, reverse: bool) -> Option<Result<(Bytes, Bytes)>> {
+        if self.done {
+            return None;
+        }
+        let buffer_empty = if reverse {
+            self.back.is_empty()
+        } else {
+            self.front.is_empty()
+        };
+        if buffer_empty {
+            if let Err(error) = self.refill(reverse) {
+                self.done = true;
+                return Some(Err(error));
+            }
+        }
+        let next = if reverse {
+            self.back.pop_front()
+        } else {
+            self.front.pop_front()
+        };
+        let Some((key, entry)) = next else {
+            self.done = true;
+            return None;
+        };
+        // The other end may have moved past this key since the chunk was fetched.
+        let inside = if reverse {
+            above_lower(&key, &self.lower)
+        } else {
+            below_upper(&key, &self.upper)
+        };
+        if !inside {
+            self.done = true;
+            return None;
+        }
+        let value = self.read(&key, entry);
+        let key = Bytes::from(Vec::from(key));
+        if reverse {
+            self.upper = Bound::Excluded(key.to_vec());
+        } else {
+            self.lower = Bound::Excluded(key.to_vec());
+        }
+        match value {
+            Ok(value) => Some(Ok((key, value))),
+            Err(error) => {
+                self.done = true;
+                Some(Err(error))
+            }
+        }
+    }
+
+    fn read(&self, key: &[u8], entry: Entry) -> Result<Bytes> {
+        let db = &self.kvs.db;
+        if let Some(value) = db.read_value(self.kvs.state.id, key, entry)? {
+            return Ok(value);
+        }
+        // The cleaner moved the record: look it up again at the same snapshot.
+        let at = self.snapshot.as_ref().map(Snapshot::seqno);
+        db.get(&self.kvs.state, key, at)?
+            .ok_or_else(|| crate::Error::Io {
+                context: format!("scan of KVS {:?}", self.kvs.state.name),
+                source: std::io::Error::other("a key visible to the scan's snapshot vanished"),
+            })
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step(false)
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.step(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_bounds_handle_high_bytes() {
+        assert_eq!(
+            prefix_bounds(b"ab"),
+            (
+                Bound::Included(b"ab".to_vec()),
+                Bound::Excluded(b"ac".to_vec())
+            )
+        );
+        assert_eq!(
+            prefix_bounds(&[1, 0xff]),
+            (Bound::Included(vec![1, 0xff]), Bound::Excluded(vec![2]))
+        );
+        assert_eq!(
+            prefix_bounds(&[0xff]),
+            (Bound::Included(vec![0xff]), Bound::Unbounded)
+        );
+    }
+}

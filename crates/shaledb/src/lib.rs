@@ -1,0 +1,52 @@
+//! ShaleDB: a log-structured key-value storage engine for flash, with its index in DRAM.
+//!
+//! ```no_run
+//! # fn main() -> shaledb::Result<()> {
+//! let db = shaledb::Db::open("/tmp/shale-doc", shaledb::Options::default())?;
+//! let users = db.kvs("users")?;
+//! users.put(b"user:1", b"Ada")?;
+//! assert_eq!(users.get(b"user:1")?.as_deref(), Some(&b"Ada"[..]));
+//! let mut batch = db.batch();
+//! batch.put(&users, b"user:2", b"Grace");
+//! batch.delete(&users, b"user:1");
+//! db.write(batch)?;
+//! for item in users.prefix(b"user:") {
+//!     let (key, value) = item?;
+//!     println!("{key:?} = {value:?}");
+//! }
+//! db.sync()?;
+//! # Ok(()) }
+//! ```
+//!
+//! See `docs/ARCHITECTURE.md` for the data flow, on-media format and invariants.
+
+mod cache;
+mod catalog;
+mod check;
+mod checkpoint;
+mod db;
+mod error;
+mod gc;
+mod index;
+mod iter;
+pub mod limits;
+mod log;
+mod media;
+mod options;
+mod poison;
+mod record;
+mod recovery;
+mod segment;
+mod snapshot;
+mod stats;
+mod worker;
+
+pub use bytes::Bytes;
+pub use check::CheckReport;
+pub use db::{Db, Kvs, Snapshot, WriteBatch};
+pub use error::{Error, ErrorKind, Result};
+pub use iter::Iter;
+pub use media::MediaClass;
+pub use options::{Durability, KvsOptions, Options};
+pub use recovery::RecoveryReport;
+pub use stats::{MediaStats, Stats};

@@ -1,0 +1,385 @@
+//! Log heads: where records are appended, buffered, flushed and made durable.
+//!
+//! A head owns one active segment and an in-memory tail buffer that holds every appended byte
+//! not yet written to the file. A flush moves the tail out (keeping a copy of its last partial
+//! page, which the next flush rewrites), writes it with one aligned `pwrite` while the lock is
+//! released, and optionally `fdatasync`s. Concurrent writers that need durability share one
+//! flush (group commit): whoever finds no flush in progress leads, the others wait.
+//!
+//! Reads of records that are not yet on the file are served from the tail or the in-flight
+//! buffer. A segment that fills is sealed (flushed and synced) and a new one started.
+//!
+//! The KVDB has two heads, so that records the cleaner moves never share a segment with fresh
+//! client writes.
+
+use crate::error::{Error, Result};
+use crate::limits::SEGMENT_HEADER_BYTES;
+use crate::media::{round_down_to_page, sync_dir, AlignedBuf, MediaClass, SegmentFile};
+use crate::poison::Poison;
+use crate::segment::{
+    segment_file_name, HeadKind, SegmentHeader, SegmentId, SegmentMeta, SegmentTable,
+};
+use crate::stats::MediaCounters;
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Where a record lives on media.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Location {
+    pub segment: SegmentId,
+    pub offset: u32,
+    pub len: u32,
+}
+
+/// What a head needs from the KVDB around it.
+pub struct HeadConfig {
+    pub kind: HeadKind,
+    pub class: MediaClass,
+    pub segment_bytes: u64,
+    pub write_buffer_bytes: usize,
+    pub flush_chunk_bytes: usize,
+    pub direct_io: bool,
+    pub counters: Arc<MediaCounters>,
+    pub segments: Arc<SegmentTable>,
+    pub poison: Arc<Poison>,
+    /// The KVDB's next sequence number, read when a segment is created.
+    pub next_seqno: Arc<AtomicU64>,
+}
+
+struct InFlight {
+    buf: Arc<AlignedBuf>,
+    base: u64,
+    end: u64,
+}
+
+struct HeadState {
+    segment: Arc<SegmentMeta>,
+    /// Bytes `tail_base..end` of the segment; `tail_base` is page-aligned.
+    tail: AlignedBuf,
+    tail_base: u64,
+    end: u64,
+    /// A recycled buffer for the next flush.
+    spare: Option<AlignedBuf>,
+    inflight: Option<InFlight>,
+    flushing: bool,
+    rolling: bool,
+    /// Bytes appended by this head since open, across segments (a log sequence number).
+    appended_lsn: u64,
+    durable_lsn: u64,
+}
+
+pub struct LogHead {
+    config: HeadConfig,
+    state: Mutex<HeadState>,
+    /// Signalled when a flush or roll ends.
+    changed: Condvar,
+    /// Signalled when the tail holds a chunk worth flushing.
+    kick: Condvar,
+    kick_lock: Mutex<bool>,
+    /// Bytes of the active segment known to be on the file (a lock-free hint for readers).
+    written_end: AtomicU64,
+}
+
+impl LogHead {
+    /// Opens a head on a fresh segment.
+    pub fn open(config: HeadConfig) -> Result<Self> {
+        let segment = create_segment(&config)?;
+        let state = HeadState {
+            segment,
+            tail: AlignedBuf::zeroed(config.write_buffer_bytes),
+            tail_base: SEGMENT_HEADER_BYTES,
+            end: SEGMENT_HEADER_BYTES,
+            spare: None,
+            inflight: None,
+            flushing: false,
+            rolling: false,
+            appended_lsn: 0,
+            durable_lsn: 0,
+        };
+        Ok(LogHead {
+            config,
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            kick: Condvar::new(),
+            kick_lock: Mutex::new(false),
+            written_end: AtomicU64::new(SEGMENT_HEADER_BYTES),
+        })
+    }
+
+    /// Locks the head for appending.
+    pub fn lock(&self) -> Appender<'_> {
+        Appender {
+            head: self,
+            state: self.state.lock(),
+        }
+    }
+
+    /// Writes out everything appended so far; with `sync`, also makes it durable.
+    pub fn flush(&self, sync: bool) -> Result<()> {
+        let mut state = self.state.lock();
+        self.flush_locked(&mut state, sync)
+    }
+
+    /// Writes out the tail if at least a flush chunk is pending (for the background flusher).
+    pub fn flush_if_chunk_pending(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        let pending = state.end - state.tail_base;
+        if pending >= self.config.flush_chunk_bytes as u64 && !state.flushing {
+            self.flush_locked(&mut state, false)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes appended by this head since open.
+    pub fn appended_lsn(&self) -> u64 {
+        self.state.lock().appended_lsn
+    }
+
+    /// True when bytes were appended that are not yet durable.
+    pub fn has_undurable(&self) -> bool {
+        let state = self.state.lock();
+        state.durable_lsn < state.appended_lsn
+    }
+
+    /// Blocks until every byte up to `lsn` is durable, leading a group commit if nobody is.
+    pub fn wait_durable(&self, lsn: u64) -> Result<()> {
+        let mut state = self.state.lock();
+        loop {
+            self.config.poison.check()?;
+            if state.durable_lsn >= lsn {
+                return Ok(());
+            }
+            if state.flushing {
+                self.changed.wait(&mut state);
+            } else {
+                self.flush_locked(&mut state, true)?;
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a full chunk to be appended (for the background flusher).
+    pub fn wait_for_chunk(&self, timeout: std::time::Duration) {
+        let mut kicked = self.kick_lock.lock();
+        if !*kicked {
+            self.kick.wait_for(&mut kicked, timeout);
+        }
+        *kicked = false;
+    }
+
+    /// Wakes the background flusher (at stop, or when a chunk is pending).
+    pub fn wake_flusher(&self) {
+        *self.kick_lock.lock() = true;
+        self.kick.notify_one();
+    }
+
+    /// Copies a record out of memory if it is not yet on the file; `None` means read the file.
+    pub fn read_buffered(&self, segment: &SegmentMeta, location: Location) -> Option<Bytes> {
+        let end = u64::from(location.offset) + u64::from(location.len);
+        if segment.is_sealed() || end <= self.written_end.load(Ordering::Acquire) {
+            return None;
+        }
+        let state = self.state.lock();
+        if state.segment.id() != location.segment {
+            return None;
+        }
+        let offset = u64::from(location.offset);
+        let len = location.len as usize;
+        if let Some(inflight) = &state.inflight {
+            if offset >= inflight.base && end <= inflight.end {
+                let at = (offset - inflight.base) as usize;
+                return Some(Bytes::copy_from_slice(
+                    &inflight.buf.as_slice()[at..at + len],
+                ));
+            }
+        }
+        if offset >= state.tail_base && end <= state.end {
+            let at = (offset - state.tail_base) as usize;
+            return Some(Bytes::copy_from_slice(&state.tail.as_slice()[at..at + len]));
+        }
+        None
+    }
+
+    fn flush_locked(&self, state: &mut MutexGuard<'_, HeadState>, sync: bool) -> Result<()> {
+        while state.flushing {
+            self.changed.wait(state);
+        }
+        self.config.poison.check()?;
+        let target_lsn = state.appended_lsn;
+        let written_end = self.written_end.load(Ordering::Relaxed);
+        let has_data = written_end < state.end;
+        if !has_data && (!sync || state.durable_lsn >= target_lsn) {
+            return Ok(());
+        }
+        state.flushing = true;
+        let file = state.segment.file.clone();
+        let inflight = has_data.then(|| self.take_tail(state));
+        let result = MutexGuard::unlocked(state, || {
+            if let Some((buf, base, _)) = &inflight {
+                file.write_at(*base, buf.padded())?;
+            }
+            if sync {
+                file.sync()?;
+            }
+            Ok::<_, Error>(())
+        });
+        state.flushing = false;
+        if let Some((buf, _, end)) = inflight {
+            state.inflight = None;
+            if result.is_ok() {
+                self.written_end.store(end, Ordering::Release);
+            }
+            if let Ok(mut recycled) = Arc::try_unwrap(buf) {
+                recycled.clear();
+                state.spare = Some(recycled);
+            }
+        }
+        match &result {
+            Ok(()) if sync => state.durable_lsn = state.durable_lsn.max(target_lsn),
+            Ok(()) => {}
+            Err(error) => self.config.poison.set(format!(
+                "{} log head flush failed: {error}",
+                self.config.kind.name()
+            )),
+        }
+        self.changed.notify_all();
+        result
+    }
+
+    /// Moves the tail out for writing and starts a new tail holding its last partial page.
+    fn take_tail(&self, state: &mut HeadState) -> (Arc<AlignedBuf>, u64, u64) {
+        let mut next = state
+            .spare
+            .take()
+            .unwrap_or_else(|| AlignedBuf::zeroed(self.config.write_buffer_bytes));
+        let end = state.end;
+        let new_base = round_down_to_page(end);
+        next.extend_from_slice(&state.tail.as_slice()[(new_base - state.tail_base) as usize..]);
+        let old = std::mem::replace(&mut state.tail, next);
+        let base = std::mem::replace(&mut state.tail_base, new_base);
+        let buf = Arc::new(old);
+        state.inflight = Some(InFlight {
+            buf: buf.clone(),
+            base,
+            end,
+        });
+        (buf, base, end)
+    }
+
+    /// Seals the active segment (flushed and synced) and starts a new one.
+    fn roll(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
+        state.rolling = true;
+        let result = (|| {
+            while self.written_end.load(Ordering::Relaxed) < state.end
+                || state.durable_lsn < state.appended_lsn
+            {
+                self.flush_locked(state, true)?;
+            }
+            let next = create_segment(&self.config)?;
+            state.segment.set_end_bytes(state.end);
+            state.segment.seal();
+            state.segment = next;
+            state.tail.clear();
+            state.tail_base = SEGMENT_HEADER_BYTES;
+            state.end = SEGMENT_HEADER_BYTES;
+            self.written_end
+                .store(SEGMENT_HEADER_BYTES, Ordering::Release);
+            Ok(())
+        })();
+        state.rolling = false;
+        self.changed.notify_all();
+        result
+    }
+}
+
+fn create_segment(config: &HeadConfig) -> Result<Arc<SegmentMeta>> {
+    let header = SegmentHeader {
+        id: config.segments.allocate_id(),
+        class: config.class,
+        head: config.kind,
+        created_seqno: config.next_seqno.load(Ordering::SeqCst),
+    };
+    let dir = config.segments.dir(config.class);
+    let path = dir.join(segment_file_name(header.id));
+    let file = SegmentFile::create(
+        &path,
+        config.direct_io,
+        config.counters.clone(),
+        &header.encode(),
+    )?;
+    sync_dir(dir)?;
+    let segment = Arc::new(SegmentMeta::new(
+        header,
+        Arc::new(file),
+        SEGMENT_HEADER_BYTES,
+        false,
+    ));
+    config.segments.insert(segment.clone());
+    Ok(segment)
+}
+
+/// A locked head: reserve space, then append records.
+pub struct Appender<'a> {
+    head: &'a LogHead,
+    state: MutexGuard<'a, HeadState>,
+}
+
+impl Appender<'_> {
+    /// Makes room for `bytes` of records, contiguous in one segment: rolls the segment or
+    /// waits for a flush as needed. Must precede the appends it covers.
+    pub fn reserve(&mut self, bytes: usize) -> Result<()> {
+        let head = self.head;
+        let bytes = bytes as u64;
+        assert!(
+            SEGMENT_HEADER_BYTES + bytes <= head.config.segment_bytes,
+            "callers bound batches by the segment size"
+        );
+        loop {
+            head.config.poison.check()?;
+            if self.state.rolling {
+                head.changed.wait(&mut self.state);
+            } else if self.state.end + bytes > head.config.segment_bytes {
+                head.roll(&mut self.state)?;
+            } else if (self.state.end + bytes - self.state.tail_base) as usize
+                > self.state.tail.capacity()
+            {
+                head.flush_locked(&mut self.state, false)?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Appends one encoded record inside the reserved space.
+    pub fn append(&mut self, encoded: &[u8]) -> Location {
+        let state = &mut *self.state;
+        let offset = state.end;
+        state.tail.extend_from_slice(encoded);
+        state.end += encoded.len() as u64;
+        state.appended_lsn += encoded.len() as u64;
+        state.segment.set_end_bytes(state.end);
+        Location {
+            segment: state.segment.id(),
+            offset: u32::try_from(offset).expect("segments are smaller than 4 GiB"),
+            len: encoded.len() as u32,
+        }
+    }
+
+    pub fn segment(&self) -> &Arc<SegmentMeta> {
+        &self.state.segment
+    }
+
+    /// The LSN just past everything appended: pass it to [`LogHead::wait_durable`].
+    pub fn end_lsn(&self) -> u64 {
+        self.state.appended_lsn
+    }
+}
+
+impl Drop for Appender<'_> {
+    fn drop(&mut self) {
+        if self.state.end - self.state.tail_base >= self.head.config.flush_chunk_bytes as u64 {
+            self.head.wake_flusher();
+        }
+    }
+}

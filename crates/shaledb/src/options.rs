@@ -1,0 +1,161 @@
+//! Options, layered by scope: [`Options`] for the KVDB, [`KvsOptions`] for one KVS.
+
+use crate::error::{Error, Result};
+use crate::limits;
+use std::time::Duration;
+
+/// When an acknowledged write becomes durable (survives power loss and `kill -9`).
+///
+/// Defined in system calls: records are written with `pwrite` (O_DIRECT where the file system
+/// allows it) and made durable by `fdatasync` on the segment file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// A background thread calls `fdatasync` at most this long after a write. The default, 100 ms.
+    Interval(Duration),
+    /// Every write returns only after `fdatasync`; concurrent writers share one (group commit).
+    Sync,
+    /// No periodic `fdatasync`: only [`crate::Db::sync`], segment sealing and close make data
+    /// durable. For bulk loads and tests.
+    None,
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Durability::Interval(Duration::from_millis(100))
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = Error;
+    /// Parses `sync`, `none`, `interval` (100 ms) or `interval:MS`.
+    fn from_str(text: &str) -> Result<Self> {
+        match text {
+            "sync" => Ok(Durability::Sync),
+            "none" => Ok(Durability::None),
+            "interval" => Ok(Durability::default()),
+            other => match other.strip_prefix("interval:").map(str::parse::<u64>) {
+                Some(Ok(ms)) if ms > 0 => Ok(Durability::Interval(Duration::from_millis(ms))),
+                _ => Err(Error::InvalidArgument(format!(
+                    "durability {other:?}: expected sync, none, interval or interval:MS"
+                ))),
+            },
+        }
+    }
+}
+
+/// Options of a KVDB, fixed at open.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Durability mode. Default: `Interval(100 ms)`.
+    pub durability: Durability,
+    /// DRAM budget of the value cache shared by all KVSs, in bytes. 0 disables it. Default 256 MiB.
+    pub cache_bytes: u64,
+    /// Size of a segment file. Larger segments mean fewer files; smaller ones let the cleaner
+    /// free space in finer steps. Default 64 MiB.
+    pub segment_bytes: u64,
+    /// In-memory write buffer per log head, in bytes. Writers block only when it is full.
+    /// Default 8 MiB.
+    pub write_buffer_bytes: usize,
+    /// The background flusher writes the buffer once this many bytes are pending. Default 1 MiB.
+    pub flush_chunk_bytes: usize,
+    /// Write an index checkpoint after this many bytes of client records. Default 512 MiB.
+    pub checkpoint_interval_bytes: u64,
+    /// Run the background cleaner. Default true.
+    pub cleaner: bool,
+    /// The cleaner works while live bytes / bytes on media is below this. Default 0.75.
+    pub space_target_live_ratio: f64,
+    /// Try O_DIRECT on segment files (falls back to buffered I/O where refused). Default true.
+    pub direct_io: bool,
+    /// Largest atomic write batch, in encoded bytes. Default 16 MiB; a batch must also fit in
+    /// one segment (see [`Options::batch_bytes_limit`]).
+    pub batch_bytes_max: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::default(),
+            cache_bytes: 256 << 20,
+            segment_bytes: 64 << 20,
+            write_buffer_bytes: 8 << 20,
+            flush_chunk_bytes: 1 << 20,
+            checkpoint_interval_bytes: 512 << 20,
+            cleaner: true,
+            space_target_live_ratio: 0.75,
+            direct_io: true,
+            batch_bytes_max: 16 << 20,
+        }
+    }
+}
+
+impl Options {
+    /// The largest batch accepted: `batch_bytes_max`, but never more than a segment holds.
+    pub fn batch_bytes_limit(&self) -> u64 {
+        self.batch_bytes_max
+            .min(self.segment_bytes - limits::SEGMENT_HEADER_BYTES)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let invalid = |text: String| Err(Error::InvalidArgument(text));
+        if !(limits::SEGMENT_BYTES_MIN..=limits::SEGMENT_BYTES_MAX).contains(&self.segment_bytes)
+            || self.segment_bytes % limits::PAGE_BYTES as u64 != 0
+        {
+            return invalid(format!(
+                "segment_bytes {} must be a multiple of {} between {} and {}",
+                self.segment_bytes,
+                limits::PAGE_BYTES,
+                limits::SEGMENT_BYTES_MIN,
+                limits::SEGMENT_BYTES_MAX
+            ));
+        }
+        if self.write_buffer_bytes < limits::WRITE_BUFFER_BYTES_MIN {
+            return invalid(format!(
+                "write_buffer_bytes {} is below the minimum {}",
+                self.write_buffer_bytes,
+                limits::WRITE_BUFFER_BYTES_MIN
+            ));
+        }
+        if self.flush_chunk_bytes == 0 || self.flush_chunk_bytes > self.write_buffer_bytes / 2 {
+            return invalid(format!(
+                "flush_chunk_bytes {} must be between 1 and half of write_buffer_bytes",
+                self.flush_chunk_bytes
+            ));
+        }
+        if !(0.05..=0.99).contains(&self.space_target_live_ratio) {
+            return invalid(format!(
+                "space_target_live_ratio {} must be between 0.05 and 0.99",
+                self.space_target_live_ratio
+            ));
+        }
+        if self.batch_bytes_max == 0 {
+            return invalid("batch_bytes_max must be positive".into());
+        }
+        if let Durability::Interval(period) = self.durability {
+            if period.is_zero() {
+                return invalid("durability interval must be positive".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options of one KVS, fixed when it is created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KvsOptions {
+    /// Length of the key prefix that `prefix_delete` works on. 0 (the default) lets
+    /// `prefix_delete` take a prefix of any length; otherwise it must be exactly this long.
+    pub prefix_len: usize,
+}
+
+impl KvsOptions {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.prefix_len > limits::KEY_BYTES_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "prefix_len {} is longer than the longest key ({})",
+                self.prefix_len,
+                limits::KEY_BYTES_MAX
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,210 @@
+//! Goal: every operation of the public API does what its docs say, through close and reopen.
+//! Method: small option values, explicit expectations per call.
+
+mod common;
+
+use common::small_options;
+use shaledb::{Db, ErrorKind, KvsOptions, Options};
+
+#[test]
+fn put_get_delete_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        let users = db.kvs("users").unwrap();
+        users.put(b"k1", b"v1").unwrap();
+        users.put(b"k2", b"").unwrap();
+        users.put(b"k1", b"v1b").unwrap();
+        assert_eq!(users.get(b"k1").unwrap().as_deref(), Some(&b"v1b"[..]));
+        assert_eq!(users.get(b"k2").unwrap().as_deref(), Some(&b""[..]));
+        assert_eq!(users.get(b"nope").unwrap(), None);
+        users.delete(b"k2").unwrap();
+        assert_eq!(users.get(b"k2").unwrap(), None);
+        assert!(users.contains_key(b"k1").unwrap());
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let users = db.kvs("users").unwrap();
+    assert_eq!(users.get(b"k1").unwrap().as_deref(), Some(&b"v1b"[..]));
+    assert_eq!(users.get(b"k2").unwrap(), None);
+    assert!(db.recovery_report().checkpoint_loaded);
+}
+
+#[test]
+fn second_open_is_refused_as_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let error = Db::open(dir.path(), small_options())
+        .err()
+        .expect("must be refused");
+    assert_eq!(error.kind(), ErrorKind::Locked);
+    drop(db);
+    Db::open(dir.path(), small_options()).unwrap();
+}
+
+#[test]
+fn limits_are_typed_errors_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    assert_eq!(
+        kvs.put(b"", b"v").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        kvs.put(vec![1u8; 1025], b"v").unwrap_err().kind(),
+        ErrorKind::LimitExceeded
+    );
+    kvs.put(vec![1u8; 1024], b"v").unwrap();
+    assert_eq!(
+        kvs.put(b"k", vec![0u8; (1 << 20) + 1]).unwrap_err().kind(),
+        ErrorKind::LimitExceeded
+    );
+    kvs.put(b"big", vec![7u8; 1 << 20]).unwrap();
+    assert_eq!(kvs.get(b"big").unwrap().unwrap().len(), 1 << 20);
+    let mut batch = db.batch();
+    batch.put(&kvs, b"ok", b"1");
+    batch.put(&kvs, vec![0u8; 2000], b"2");
+    assert_eq!(
+        db.write(batch).unwrap_err().kind(),
+        ErrorKind::LimitExceeded
+    );
+    assert_eq!(
+        kvs.get(b"ok").unwrap(),
+        None,
+        "a failed batch writes nothing"
+    );
+    assert_eq!(kvs.len().unwrap(), 2);
+}
+
+#[test]
+fn kvs_lifecycle_and_prefix_len() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let a = db
+        .kvs_with_options("a", KvsOptions { prefix_len: 2 })
+        .unwrap();
+    let b = db.kvs("b").unwrap();
+    a.put(b"xx1", b"1").unwrap();
+    a.put(b"xy1", b"2").unwrap();
+    b.put(b"xx1", b"3").unwrap();
+    assert_eq!(
+        a.prefix_delete(b"x").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    a.prefix_delete(b"xx").unwrap();
+    assert_eq!(a.get(b"xx1").unwrap(), None);
+    assert!(a.get(b"xy1").unwrap().is_some());
+    assert!(b.get(b"xx1").unwrap().is_some(), "other KVSs are untouched");
+    assert_eq!(
+        db.list_kvs().unwrap(),
+        vec!["a".to_string(), "b".to_string()]
+    );
+    db.drop_kvs("b").unwrap();
+    assert_eq!(b.get(b"xx1").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(db.drop_kvs("b").unwrap_err().kind(), ErrorKind::NotFound);
+    let b2 = db.kvs("b").unwrap();
+    assert_eq!(
+        b2.get(b"xx1").unwrap(),
+        None,
+        "a recreated KVS starts empty"
+    );
+    db.close().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    assert_eq!(db.kvs("a").unwrap().options().prefix_len, 2);
+    assert_eq!(db.kvs("b").unwrap().get(b"xx1").unwrap(), None);
+}
+
+#[test]
+fn cursors_forward_reverse_bounds_prefix_seek() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    for index in 0..500u32 {
+        kvs.put(format!("key{index:04}"), index.to_le_bytes())
+            .unwrap();
+    }
+    let keys = |iter: shaledb::Iter| -> Vec<String> {
+        iter.map(|item| String::from_utf8(item.unwrap().0.to_vec()).unwrap())
+            .collect()
+    };
+    let all = keys(kvs.iter());
+    assert_eq!(all.len(), 500);
+    assert!(all.windows(2).all(|pair| pair[0] < pair[1]));
+    let range = keys(kvs.range(b"key0100".as_slice()..b"key0300".as_slice()));
+    assert_eq!(range.len(), 200);
+    assert_eq!(range.first().unwrap(), "key0100");
+    let reverse: Vec<String> = kvs
+        .prefix(b"key01")
+        .rev()
+        .map(|item| String::from_utf8(item.unwrap().0.to_vec()).unwrap())
+        .collect();
+    assert_eq!(reverse.len(), 100);
+    assert_eq!(reverse.first().unwrap(), "key0199");
+    let mut both = kvs.prefix(b"key000");
+    assert_eq!(&both.next().unwrap().unwrap().0[..], b"key0000");
+    assert_eq!(&both.next_back().unwrap().unwrap().0[..], b"key0009");
+    assert_eq!(both.count(), 8);
+    let mut seeking = kvs.iter();
+    seeking.seek(b"key0450");
+    let (key, value) = seeking.next().unwrap().unwrap();
+    assert_eq!(&key[..], b"key0450");
+    assert_eq!(&value[..], &450u32.to_le_bytes());
+}
+
+#[test]
+fn snapshots_do_not_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    kvs.put(b"a", b"1").unwrap();
+    kvs.put(b"b", b"1").unwrap();
+    let snapshot = db.snapshot().unwrap();
+    kvs.put(b"a", b"2").unwrap();
+    kvs.delete(b"b").unwrap();
+    kvs.put(b"c", b"2").unwrap();
+    assert_eq!(
+        snapshot.get(&kvs, b"a").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(
+        snapshot.get(&kvs, b"b").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(snapshot.get(&kvs, b"c").unwrap(), None);
+    let seen: Vec<_> = snapshot
+        .range::<&[u8], _>(&kvs, ..)
+        .map(|item| item.unwrap())
+        .map(|(key, value)| (key.to_vec(), value.to_vec()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"1".to_vec())
+        ]
+    );
+    assert_eq!(db.stats().snapshots_open, 1);
+    drop(snapshot);
+    assert_eq!(db.stats().snapshots_open, 0);
+    assert_eq!(kvs.get(b"a").unwrap().as_deref(), Some(&b"2"[..]));
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{report:?}");
+}
+
+#[test]
+fn multi_get_and_batches_across_kvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options { ..small_options() }).unwrap();
+    let a = db.kvs("a").unwrap();
+    let b = db.kvs("b").unwrap();
+    let mut batch = db.batch();
+    batch.put(&a, b"x", b"1");
+    batch.put(&b, b"y", b"2");
+    batch.put(&a, b"z", b"3");
+    batch.delete(&a, b"z");
+    db.write(batch).unwrap();
+    let got = a.multi_get([&b"x"[..], b"z", b"y"]).unwrap();
+    assert_eq!(got, vec![Some(bytes::Bytes::from_static(b"1")), None, None]);
+    assert_eq!(b.get(b"y").unwrap().as_deref(), Some(&b"2"[..]));
+}
