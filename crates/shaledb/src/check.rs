@@ -36,6 +36,8 @@ impl CheckReport {
 }
 
 pub fn check(inner: &Inner) -> Result<CheckReport> {
+    // The cleaner moves records; it must not run between reading the index and the media.
+    let _no_cleaning = inner.cleaner_lock.lock();
     inner.client_head.flush(false)?;
     inner.cleaner_head.flush(false)?;
     let mut report = CheckReport::default();

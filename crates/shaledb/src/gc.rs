@@ -48,9 +48,12 @@ pub fn clean_step(inner: &Inner) -> Result<bool> {
     clean_segment(inner, &victim)
 }
 
-/// Cleans every segment that holds dead data; returns how many were freed.
+/// Seals the active segments and cleans every segment that holds dead data; returns how many
+/// were freed.
 pub fn compact(inner: &Inner) -> Result<u64> {
     let _one_pass = inner.cleaner_lock.lock();
+    inner.client_head.seal_active()?;
+    inner.cleaner_head.seal_active()?;
     let mut freed = 0;
     for victim in candidates(inner) {
         if victim.live_ratio() < 1.0 && clean_segment(inner, &victim)? {
@@ -64,7 +67,8 @@ pub fn compact(inner: &Inner) -> Result<u64> {
 /// the segment. Returns false (and frees nothing) if the segment holds corrupt records.
 fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
     // Invariant I6: a tombstone may go only when the checkpoint covers it and no other segment
-    // old enough to hold an older version of its key remains.
+    // old enough to hold an older version of its key remains (a segment without records holds
+    // none, and the cleaner never copies a version its tombstone made dead).
     let covered_seqno = inner
         .covered_seqno
         .load(std::sync::atomic::Ordering::SeqCst);
@@ -72,7 +76,7 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
         .segments
         .all()
         .iter()
-        .filter(|segment| segment.id() != victim.id())
+        .filter(|segment| segment.id() != victim.id() && segment.end_bytes() > SEGMENT_HEADER_BYTES)
         .map(|segment| segment.header.created_seqno)
         .min()
         .unwrap_or(u64::MAX);

@@ -267,6 +267,18 @@ impl LogHead {
         (buf, base, end)
     }
 
+    /// Seals the active segment if it holds records, so the cleaner may take it.
+    pub fn seal_active(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        while state.rolling {
+            self.changed.wait(&mut state);
+        }
+        if state.end > SEGMENT_HEADER_BYTES {
+            self.roll(&mut state)?;
+        }
+        Ok(())
+    }
+
     /// Seals the active segment (flushed and synced) and starts a new one.
     fn roll(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
         state.rolling = true;

@@ -1,0 +1,181 @@
+//! Goal: with `sync` durability, every acknowledged batch survives `kill -9`, and no batch is
+//! ever half applied.
+//! Method: a child process (this test binary, re-run in child mode) applies deterministic batches
+//! one at a time and prints each acknowledgement; the parent kills it with SIGKILL at a random
+//! moment, reopens the KVDB and requires its contents to equal the model after the last
+//! acknowledged batch or after the one in flight, nothing in between. Small segments keep the
+//! cleaner and checkpoints running while the child is killed.
+
+mod common;
+
+use rand::Rng;
+use shaledb::{Db, Durability, Options};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHILD_ENV: &str = "SHALEDB_CRASH_CHILD_DIR";
+const KILLS: usize = 16;
+
+fn options() -> Options {
+    Options {
+        durability: Durability::Sync,
+        checkpoint_interval_bytes: 1 << 20,
+        ..common::small_options()
+    }
+}
+
+/// What batch `i` does, as (key, Some(value)) puts, (key, None) deletes and prefix deletes.
+enum Write {
+    Put(String, Vec<u8>),
+    Delete(String),
+    PrefixDelete(String),
+}
+
+fn batch_writes(i: u64) -> Vec<Write> {
+    let mut writes = vec![Write::Put(
+        format!("k{:02}", i % 97),
+        vec![(i % 251) as u8; 100 + (i as usize * 37) % 3000],
+    )];
+    for part in 0..3 {
+        writes.push(Write::Put(format!("b{i}:{part}"), i.to_le_bytes().to_vec()));
+    }
+    if i >= 5 {
+        writes.push(Write::Delete(format!("b{}:1", i - 5)));
+    }
+    if i >= 20 && i % 10 == 0 {
+        writes.push(Write::PrefixDelete(format!("b{}:", i - 20)));
+    }
+    writes.push(Write::Put("last".into(), i.to_le_bytes().to_vec()));
+    writes
+}
+
+fn model_after(last: Option<u64>) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut model = BTreeMap::new();
+    for i in 0..=last.map_or(-1, |last| last as i64) {
+        for write in batch_writes(i as u64) {
+            match write {
+                Write::Put(key, value) => {
+                    model.insert(key.into_bytes(), value);
+                }
+                Write::Delete(key) => {
+                    model.remove(key.as_bytes());
+                }
+                Write::PrefixDelete(prefix) => {
+                    model.retain(|key: &Vec<u8>, _| !key.starts_with(prefix.as_bytes()))
+                }
+            }
+        }
+    }
+    model
+}
+
+fn last_applied(db: &Db) -> Option<u64> {
+    let kvs = db.kvs("crash").unwrap();
+    kvs.get(b"last")
+        .unwrap()
+        .map(|bytes| u64::from_le_bytes(bytes[..].try_into().unwrap()))
+}
+
+/// Child mode: write batches until killed.
+#[test]
+fn crash_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return; // not a child: nothing to do
+    };
+    let db = Db::open(&dir, options()).unwrap();
+    let kvs = db.kvs("crash").unwrap();
+    let mut next = last_applied(&db).map_or(0, |last| last + 1);
+    println!("READY {next}");
+    loop {
+        let mut batch = db.batch();
+        for write in batch_writes(next) {
+            match write {
+                Write::Put(key, value) => batch.put(&kvs, key, value),
+                Write::Delete(key) => batch.delete(&kvs, key),
+                Write::PrefixDelete(prefix) => batch.prefix_delete(&kvs, prefix),
+            }
+        }
+        db.write(batch).unwrap();
+        println!("ACK {next}");
+        next += 1;
+    }
+}
+
+#[test]
+fn acknowledged_batches_survive_sigkill() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = rand::thread_rng();
+    let mut total_acked = 0;
+    for round in 0..KILLS {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(number) = line.strip_prefix("ACK ") {
+                    sender.send(number.parse::<u64>().unwrap()).ok();
+                }
+            }
+        });
+        let lifetime = Duration::from_millis(rng.gen_range(100..600));
+        let started = Instant::now();
+        let mut acked = None;
+        while started.elapsed() < lifetime {
+            if let Ok(number) = receiver.recv_timeout(Duration::from_millis(5)) {
+                acked = Some(number);
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        reader.join().unwrap();
+        while let Ok(number) = receiver.try_recv() {
+            acked = Some(number);
+        }
+        let db = Db::open(dir.path(), options()).unwrap();
+        let last = last_applied(&db);
+        if let Some(acked) = acked {
+            let last = last.expect("acknowledged batches exist");
+            assert!(
+                last == acked || last == acked + 1,
+                "round {round}: acked {acked}, found {last}"
+            );
+            total_acked += 1;
+        }
+        let expected = model_after(last);
+        let found: BTreeMap<Vec<u8>, Vec<u8>> = db
+            .kvs("crash")
+            .unwrap()
+            .iter()
+            .map(|item| item.unwrap())
+            .map(|(key, value)| (key.to_vec(), value.to_vec()))
+            .collect();
+        assert_eq!(
+            found.len(),
+            expected.len(),
+            "round {round}: key count after batch {last:?}"
+        );
+        assert!(
+            found == expected,
+            "round {round}: contents differ from the model after batch {last:?}"
+        );
+        let report = db.check().unwrap();
+        assert!(report.is_ok(), "round {round}: {report:?}");
+        drop(db);
+    }
+    assert!(
+        total_acked >= KILLS / 2,
+        "the child made too little progress to test anything"
+    );
+}
