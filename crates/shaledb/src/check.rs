@@ -6,7 +6,6 @@ use crate::db::Inner;
 use crate::error::Result;
 use crate::index::{Entry, Key};
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::record;
 use crate::segment::{scan_records, SegmentId};
 use std::collections::HashMap;
 
@@ -41,90 +40,108 @@ pub fn check(inner: &Inner) -> Result<CheckReport> {
     inner.client_head.flush(false)?;
     inner.cleaner_head.flush(false)?;
     let mut report = CheckReport::default();
+    // Every version the indexes hold, by segment and offset, so one sequential pass per
+    // segment verifies both the records and the entries pointing at them.
+    let mut expected: HashMap<SegmentId, Vec<Expected>> = HashMap::new();
+    let mut kvs_names = HashMap::new();
+    for kvs in inner.all_kvs() {
+        kvs_names.insert(kvs.id, kvs.name.clone());
+        kvs.index.read().for_each_version(|key, entry| {
+            report.index_entries += 1;
+            expected
+                .entry(entry.location.segment)
+                .or_default()
+                .push(Expected {
+                    kvs_id: kvs.id,
+                    key: key.into(),
+                    entry,
+                });
+        });
+    }
+    let describe = |wanted: &Expected| {
+        format!(
+            "KVS {:?} key {:?} seqno {}",
+            kvs_names.get(&wanted.kvs_id).map_or("?", String::as_str),
+            String::from_utf8_lossy(&wanted.key),
+            wanted.entry.seqno
+        )
+    };
     let segments = inner.segments.all();
     for segment in &segments {
         report.segments += 1;
-        let summary = scan_records(&segment.file, SEGMENT_HEADER_BYTES, |_, record| {
+        let mut wanted = expected.remove(&segment.id()).unwrap_or_default();
+        wanted.sort_by_key(|item| item.entry.location.offset);
+        let mut next = 0;
+        let mut live_bytes = 0;
+        let path = segment.path().display().to_string();
+        let summary = scan_records(&segment.file, SEGMENT_HEADER_BYTES, |offset, record| {
             report.records += 1;
             report.record_bytes += record.encoded_len() as u64;
+            while next < wanted.len() && u64::from(wanted[next].entry.location.offset) < offset {
+                let item = &wanted[next];
+                report.index_errors.push(format!(
+                    "{}: no valid record at {path} offset {}",
+                    describe(item),
+                    item.entry.location.offset
+                ));
+                next += 1;
+            }
+            if next < wanted.len() && u64::from(wanted[next].entry.location.offset) == offset {
+                let item = &wanted[next];
+                let matches = record.kind.has_value()
+                    && record.kvs_id == item.kvs_id
+                    && record.key == &item.key[..]
+                    && record.seqno == item.entry.seqno
+                    && record.encoded_len() == item.entry.location.len as usize;
+                if !matches {
+                    report.index_errors.push(format!(
+                        "{}: {path} offset {offset} holds another record",
+                        describe(item)
+                    ));
+                }
+                live_bytes += u64::from(item.entry.location.len);
+                next += 1;
+            }
             Ok(())
         })?;
-        for (offset, reason) in summary.corruptions {
-            report.corruptions.push(format!(
-                "{} at {offset}: {reason}",
-                segment.path().display()
+        for item in &wanted[next..] {
+            report.index_errors.push(format!(
+                "{}: no valid record at {path} offset {}",
+                describe(item),
+                item.entry.location.offset
             ));
+        }
+        for (offset, reason) in summary.corruptions {
+            report
+                .corruptions
+                .push(format!("{path} at {offset}: {reason}"));
         }
         if summary.torn_tail {
-            report.torn_tails.push(format!(
-                "{} at {}",
-                segment.path().display(),
-                summary.end_offset
+            report
+                .torn_tails
+                .push(format!("{path} at {}", summary.end_offset));
+        }
+        if live_bytes != segment.live_bytes() {
+            report.live_bytes_mismatches.push(format!(
+                "{path}: counter says {} live bytes, the index {live_bytes}",
+                segment.live_bytes()
             ));
         }
     }
-    let mut live: HashMap<SegmentId, u64> = HashMap::new();
-    for kvs in inner.all_kvs() {
-        let mut versions: Vec<(Key, Entry)> = Vec::new();
-        kvs.index
-            .read()
-            .for_each_version(|key, entry| versions.push((key.into(), entry)));
-        for (key, entry) in versions {
-            report.index_entries += 1;
-            *live.entry(entry.location.segment).or_default() += u64::from(entry.location.len);
-            if let Some(problem) = verify_entry(inner, kvs.id, &key, entry) {
-                report.index_errors.push(format!(
-                    "KVS {:?} key {:?}: {problem}",
-                    kvs.name,
-                    String::from_utf8_lossy(&key)
-                ));
-            }
-        }
-    }
-    for segment in &segments {
-        let expected = live.get(&segment.id()).copied().unwrap_or(0);
-        if expected != segment.live_bytes() {
-            report.live_bytes_mismatches.push(format!(
-                "{}: counter says {} live bytes, the index {}",
-                segment.path().display(),
-                segment.live_bytes(),
-                expected
+    for (segment, items) in expected {
+        for item in items {
+            report.index_errors.push(format!(
+                "{}: points at missing segment {}",
+                describe(&item),
+                segment.0
             ));
         }
     }
     Ok(report)
 }
 
-fn verify_entry(inner: &Inner, kvs_id: u32, key: &[u8], entry: Entry) -> Option<String> {
-    let location = entry.location;
-    let Some(segment) = inner.segments.get(location.segment) else {
-        return Some(format!("points at missing segment {}", location.segment.0));
-    };
-    let bytes = match segment
-        .file
-        .read_exact_at(u64::from(location.offset), location.len as usize)
-    {
-        Ok(bytes) => bytes,
-        Err(error) => return Some(error.to_string()),
-    };
-    match record::decode(&bytes) {
-        Ok(record)
-            if record.kind.has_value()
-                && record.kvs_id == kvs_id
-                && record.key == key
-                && record.seqno == entry.seqno =>
-        {
-            None
-        }
-        Ok(_) => Some(format!(
-            "{} at {}: record belongs to another key or version",
-            segment.path().display(),
-            location.offset
-        )),
-        Err(error) => Some(format!(
-            "{} at {}: {error:?}",
-            segment.path().display(),
-            location.offset
-        )),
-    }
+struct Expected {
+    kvs_id: u32,
+    key: Key,
+    entry: Entry,
 }

@@ -34,41 +34,57 @@ enum Write {
 }
 
 fn batch_writes(i: u64) -> Vec<Write> {
+    let group = i / 10;
     let mut writes = vec![Write::Put(
         format!("k{:02}", i % 97),
         vec![(i % 251) as u8; 100 + (i as usize * 37) % 3000],
     )];
     for part in 0..3 {
-        writes.push(Write::Put(format!("b{i}:{part}"), i.to_le_bytes().to_vec()));
+        writes.push(Write::Put(
+            format!("b{group}:{i}:{part}"),
+            i.to_le_bytes().to_vec(),
+        ));
     }
     if i >= 5 {
-        writes.push(Write::Delete(format!("b{}:1", i - 5)));
+        writes.push(Write::Delete(format!("b{}:{}:1", (i - 5) / 10, i - 5)));
     }
-    if i >= 20 && i % 10 == 0 {
-        writes.push(Write::PrefixDelete(format!("b{}:", i - 20)));
+    if group >= 3 && i % 10 == 0 {
+        // Deletes the keys of a whole group of ten batches; keeps the key set bounded.
+        writes.push(Write::PrefixDelete(format!("b{}:", group - 3)));
     }
     writes.push(Write::Put("last".into(), i.to_le_bytes().to_vec()));
     writes
 }
 
-fn model_after(last: Option<u64>) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut model = BTreeMap::new();
-    for i in 0..=last.map_or(-1, |last| last as i64) {
-        for write in batch_writes(i as u64) {
-            match write {
-                Write::Put(key, value) => {
-                    model.insert(key.into_bytes(), value);
-                }
-                Write::Delete(key) => {
-                    model.remove(key.as_bytes());
-                }
-                Write::PrefixDelete(prefix) => {
-                    model.retain(|key: &Vec<u8>, _| !key.starts_with(prefix.as_bytes()))
+/// The model after batches `0..=last`, advanced incrementally (`last` never goes back).
+#[derive(Default)]
+struct Model {
+    applied: u64,
+    map: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Model {
+    fn advance_to(&mut self, last: Option<u64>) -> &BTreeMap<Vec<u8>, Vec<u8>> {
+        let until = last.map_or(0, |last| last + 1);
+        assert!(until >= self.applied, "applied batches never disappear");
+        for i in self.applied..until {
+            for write in batch_writes(i) {
+                match write {
+                    Write::Put(key, value) => {
+                        self.map.insert(key.into_bytes(), value);
+                    }
+                    Write::Delete(key) => {
+                        self.map.remove(key.as_bytes());
+                    }
+                    Write::PrefixDelete(prefix) => self
+                        .map
+                        .retain(|key, _| !key.starts_with(prefix.as_bytes())),
                 }
             }
         }
+        self.applied = until;
+        &self.map
     }
-    model
 }
 
 fn last_applied(db: &Db) -> Option<u64> {
@@ -111,6 +127,7 @@ fn acknowledged_batches_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = rand::thread_rng();
     let mut total_acked = 0;
+    let mut model = Model::default();
     for round in 0..KILLS {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
@@ -153,7 +170,7 @@ fn acknowledged_batches_survive_sigkill() {
             );
             total_acked += 1;
         }
-        let expected = model_after(last);
+        let expected = model.advance_to(last);
         let found: BTreeMap<Vec<u8>, Vec<u8>> = db
             .kvs("crash")
             .unwrap()
@@ -167,7 +184,7 @@ fn acknowledged_batches_survive_sigkill() {
             "round {round}: key count after batch {last:?}"
         );
         assert!(
-            found == expected,
+            &found == expected,
             "round {round}: contents differ from the model after batch {last:?}"
         );
         let report = db.check().unwrap();
