@@ -1,1 +1,113 @@
-fn main() {}
+//! `shale`: the ShaleDB command-line tool.
+
+mod bench;
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "shale",
+    version,
+    about = "ShaleDB: a key-value storage engine for flash"
+)]
+struct Cli {
+    /// The KVDB's home directory (created if missing).
+    #[arg(long, global = true, env = "SHALE_DB", default_value = "shale-data")]
+    db: PathBuf,
+    /// The KVS to work on (created on first use). `dump` takes every KVS unless this is given.
+    #[arg(long, global = true)]
+    kvs: Option<String>,
+    /// Durability: sync, none, interval or interval:MS.
+    #[arg(long, global = true, default_value = "interval")]
+    durability: String,
+    /// Value cache budget in MiB.
+    #[arg(long, global = true, default_value_t = 256)]
+    cache_mb: u64,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Set KEY to VALUE.
+    Put { key: String, value: String },
+    /// Print KEY's value and a newline; exit 1 when it has none.
+    Get { key: String },
+    /// Delete KEY.
+    Del { key: String },
+    /// Delete every key starting with PREFIX.
+    PrefixDel { prefix: String },
+    /// Print keys and values in order, one `key<TAB>value` a line (bytes escaped).
+    Scan {
+        #[arg(long)]
+        prefix: Option<String>,
+        /// First key (inclusive).
+        #[arg(long)]
+        start: Option<String>,
+        /// Last key (exclusive).
+        #[arg(long)]
+        end: Option<String>,
+        #[arg(long)]
+        reverse: bool,
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// List, create or drop KVSs.
+    Kvs {
+        #[command(subcommand)]
+        action: KvsAction,
+    },
+    /// Counters and space, human-readable or JSON.
+    Info {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load JSON Lines ({"kvs","key","value"}, key and value base64) from FILE or - (stdin).
+    Load { file: String },
+    /// Write every record as JSON Lines ({"kvs","key","value"}, key and value base64).
+    Dump,
+    /// Verify every record's CRC and the index; exit 2 and name file and offset on corruption.
+    Check {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the cleaner now over every segment with dead data.
+    Compact,
+    /// Run the built-in put/get workload and print throughput and efficiency figures.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand)]
+enum KvsAction {
+    List,
+    Create {
+        name: String,
+        /// Prefix length for prefix deletes (0: any length).
+        #[arg(long, default_value_t = 0)]
+        prefix_len: usize,
+    },
+    Drop {
+        name: String,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHALE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("shale: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

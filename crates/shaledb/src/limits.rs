@@ -28,4 +28,4 @@ const _: () = assert!(SEGMENT_BYTES_MIN >= SEGMENT_HEADER_BYTES + RECORD_BYTES_M
 const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);
 const _: () = assert!(KEY_BYTES_MAX <= u16::MAX as usize);
 const _: () = assert!(VALUE_BYTES_MAX <= u32::MAX as usize);
-const _: () = assert!(SEGMENT_HEADER_BYTES % PAGE_BYTES as u64 == 0);
+const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(PAGE_BYTES as u64));

@@ -98,7 +98,7 @@ impl Options {
     pub(crate) fn validate(&self) -> Result<()> {
         let invalid = |text: String| Err(Error::InvalidArgument(text));
         if !(limits::SEGMENT_BYTES_MIN..=limits::SEGMENT_BYTES_MAX).contains(&self.segment_bytes)
-            || self.segment_bytes % limits::PAGE_BYTES as u64 != 0
+            || !self.segment_bytes.is_multiple_of(limits::PAGE_BYTES as u64)
         {
             return invalid(format!(
                 "segment_bytes {} must be a multiple of {} between {} and {}",

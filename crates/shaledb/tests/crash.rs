@@ -48,7 +48,7 @@ fn batch_writes(i: u64) -> Vec<Write> {
     if i >= 5 {
         writes.push(Write::Delete(format!("b{}:{}:1", (i - 5) / 10, i - 5)));
     }
-    if group >= 3 && i % 10 == 0 {
+    if group >= 3 && i.is_multiple_of(10) {
         // Deletes the keys of a whole group of ten batches; keeps the key set bounded.
         writes.push(Write::PrefixDelete(format!("b{}:", group - 3)));
     }

@@ -11,6 +11,9 @@ use proptest::prelude::*;
 use shaledb::Db;
 use std::collections::BTreeMap;
 
+/// One write of a batch: (KVS, key, Some((value length, fill)) for a put or None for a delete).
+type BatchWrite = (usize, u8, Option<(usize, u8)>);
+
 #[derive(Debug, Clone)]
 enum Op {
     Put {
@@ -27,7 +30,7 @@ enum Op {
         kvs: usize,
         prefix: u8,
     },
-    Batch(Vec<(usize, u8, Option<(usize, u8)>)>),
+    Batch(Vec<BatchWrite>),
     Compact,
     Checkpoint,
     Reopen {

@@ -1,0 +1,224 @@
+//! `shale bench`: the built-in put/get workload (random puts, then random gets, on a data set
+//! larger than the cache), with the efficiency figures the engine reports. The YCSB and
+//! db_bench suites side by side with peers are the benchmark harness's job; this is the quick
+//! self-measurement the README's main command runs.
+
+use crate::Cli;
+use anyhow::{Context, Result};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use shaledb::{Db, Options};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Records to put, then gets to issue.
+    #[arg(long, default_value_t = 200_000)]
+    num: u64,
+    /// Key length in bytes (YCSB-style `user` + digits; 23 as YCSB's).
+    #[arg(long, default_value_t = 23)]
+    key_size: usize,
+    #[arg(long, default_value_t = 1024)]
+    value_size: usize,
+    /// Thread counts to run, each on a fresh KVDB.
+    #[arg(long, default_value = "1,4", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Where each run's KVDB is created (and removed afterwards).
+    #[arg(long, default_value = "shale-data/bench")]
+    data_dir: PathBuf,
+    /// Where results.json is written.
+    #[arg(long, default_value = "bench/out")]
+    out: PathBuf,
+    /// Value cache in MiB for the runs (default: an eighth of the data set).
+    #[arg(long)]
+    bench_cache_mb: Option<u64>,
+}
+
+#[derive(serde::Serialize)]
+struct RunResult {
+    threads: usize,
+    records: u64,
+    key_bytes: usize,
+    value_bytes: usize,
+    cache_bytes: u64,
+    data_bytes: u64,
+    put_ops_per_sec: f64,
+    get_ops_per_sec: f64,
+    device_reads_per_get: f64,
+    cache_hit_ratio: f64,
+    media_bytes_written_per_user_byte: f64,
+    index_bytes_per_key_estimated: f64,
+    rss_growth_bytes_per_key: f64,
+    reopen_secs: f64,
+    space_amplification: f64,
+    direct_io: bool,
+}
+
+fn key_for(ordinal: u64, key_size: usize) -> Vec<u8> {
+    // FNV-1a of the ordinal, as YCSB hashes its keys, rendered as digits after "user".
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for byte in ordinal.to_le_bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    let mut key = format!("user{hash:019}").into_bytes();
+    key.resize(key_size.max(1), b'0');
+    key
+}
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Runs `work(thread, ordinals)` on `threads` threads over a split of `ordinals`; returns seconds.
+fn parallel(
+    threads: usize,
+    ordinals: &[u64],
+    work: impl Fn(&[u64]) -> Result<()> + Sync,
+) -> Result<f64> {
+    let started = Instant::now();
+    let chunk = ordinals.len().div_ceil(threads.max(1));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ordinals
+            .chunks(chunk.max(1))
+            .map(|part| scope.spawn(|| work(part)))
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|handle| handle.join().expect("bench thread panicked"))
+    })?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+fn run_one(cli: &Cli, args: &BenchArgs, threads: usize) -> Result<RunResult> {
+    let dir = args
+        .data_dir
+        .join(format!("run-{}-{threads}t", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data_bytes = args.num * (args.key_size + args.value_size) as u64;
+    let cache_bytes = args.bench_cache_mb.map_or(data_bytes / 8, |mib| mib << 20);
+    let options = Options {
+        durability: cli.durability.parse()?,
+        cache_bytes,
+        ..Options::default()
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let mut ordinals: Vec<u64> = (0..args.num).collect();
+    ordinals.shuffle(&mut rng);
+    let value: Vec<u8> = (0..args.value_size).map(|_| rng.gen()).collect();
+    let rss_before = rss_bytes();
+    let db =
+        Db::open(&dir, options.clone()).with_context(|| format!("opening {}", dir.display()))?;
+    let kvs = db.kvs("bench")?;
+    let put_secs = parallel(threads, &ordinals, |part| {
+        for &ordinal in part {
+            kvs.put(key_for(ordinal, args.key_size), &value)?;
+        }
+        Ok(())
+    })?;
+    db.sync()?;
+    let after_fill = db.stats();
+    let rss_growth = rss_bytes()
+        .saturating_sub(rss_before)
+        .saturating_sub(after_fill.cache_bytes);
+    // Uniform random gets, with replacement, so the cache sees repeats as a real workload would.
+    let probes: Vec<u64> = (0..args.num).map(|_| rng.gen_range(0..args.num)).collect();
+    let get_secs = parallel(threads, &probes, |part| {
+        for &ordinal in part {
+            let found = kvs.get(key_for(ordinal, args.key_size))?;
+            anyhow::ensure!(
+                found.as_deref() == Some(&value[..]),
+                "key {ordinal} read back wrong"
+            );
+        }
+        Ok(())
+    })?;
+    let stats = db.stats();
+    drop(kvs);
+    db.close()?;
+    let started = Instant::now();
+    let reopened = Db::open(&dir, options)?;
+    let reopen_secs = started.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        reopened.kvs("bench")?.len()? as u64 == args.num,
+        "reopened KVDB lost keys"
+    );
+    drop(reopened);
+    std::fs::remove_dir_all(&dir).ok();
+    let gets = stats.gets.max(1) as f64;
+    let media_written: u64 = after_fill
+        .media
+        .iter()
+        .map(|media| media.bytes_written)
+        .sum();
+    Ok(RunResult {
+        threads,
+        records: args.num,
+        key_bytes: args.key_size,
+        value_bytes: args.value_size,
+        cache_bytes,
+        data_bytes,
+        put_ops_per_sec: args.num as f64 / put_secs,
+        get_ops_per_sec: args.num as f64 / get_secs,
+        device_reads_per_get: stats.get_device_reads as f64 / gets,
+        cache_hit_ratio: stats.cache_hits as f64 / gets,
+        media_bytes_written_per_user_byte: media_written as f64
+            / after_fill.user_bytes_written.max(1) as f64,
+        index_bytes_per_key_estimated: after_fill.index_bytes as f64 / args.num as f64,
+        rss_growth_bytes_per_key: rss_growth as f64 / args.num as f64,
+        reopen_secs,
+        space_amplification: after_fill.space_amplification(),
+        direct_io: stats.direct_io,
+    })
+}
+
+pub fn run(cli: &Cli, args: &BenchArgs) -> Result<ExitCode> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    println!(
+        "shale bench: {} records, {}-byte keys, {}-byte values, durability {}",
+        args.num, args.key_size, args.value_size, cli.durability
+    );
+    let mut results = Vec::new();
+    for &threads in &args.threads {
+        let result = run_one(cli, args, threads)?;
+        println!(
+            "threads {:>2}: put {:>9.0} ops/s | get {:>9.0} ops/s, {:.2} device reads/get, cache hit {:.0}% \
+             (cache {} MiB, data {} MiB) | media bytes/user byte {:.2} | index {:.1} B/key est., RSS +{:.1} B/key | reopen {:.3}s",
+            threads,
+            result.put_ops_per_sec,
+            result.get_ops_per_sec,
+            result.device_reads_per_get,
+            result.cache_hit_ratio * 100.0,
+            result.cache_bytes >> 20,
+            result.data_bytes >> 20,
+            result.media_bytes_written_per_user_byte,
+            result.index_bytes_per_key_estimated,
+            result.rss_growth_bytes_per_key,
+            result.reopen_secs
+        );
+        results.push(result);
+    }
+    let path = args.out.join("results.json");
+    let report = serde_json::json!({
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "runs": results,
+    });
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("results written to {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}

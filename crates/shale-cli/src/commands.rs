@@ -1,0 +1,282 @@
+//! The subcommands that work on a KVDB.
+
+use crate::{Cli, Command, KvsAction};
+use anyhow::{bail, Context, Result};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use shaledb::{Db, KvsOptions, Options};
+use std::io::{BufRead, BufWriter, Write};
+use std::ops::Bound;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Records per batch when loading.
+const LOAD_BATCH_RECORDS: usize = 1000;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct DumpLine {
+    kvs: String,
+    key: String,
+    value: String,
+}
+
+fn open(cli: &Cli) -> Result<Db> {
+    let options = Options {
+        durability: cli.durability.parse()?,
+        cache_bytes: cli.cache_mb << 20,
+        ..Options::default()
+    };
+    Db::open(&cli.db, options).with_context(|| format!("opening KVDB {}", cli.db.display()))
+}
+
+fn kvs_name(cli: &Cli) -> &str {
+    cli.kvs.as_deref().unwrap_or("default")
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Bench(args) = &cli.command {
+        return crate::bench::run(&cli, args);
+    }
+    let db = open(&cli)?;
+    let code = run_on(&cli, &db)?;
+    db.close().context("closing the KVDB")?;
+    Ok(code)
+}
+
+fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match &cli.command {
+        Command::Put { key, value } => db.kvs(kvs_name(cli))?.put(key, value)?,
+        Command::Get { key } => match db.kvs(kvs_name(cli))?.get(key)? {
+            Some(value) => {
+                out.write_all(&value)?;
+                out.write_all(b"\n")?;
+            }
+            None => return Ok(ExitCode::from(1)),
+        },
+        Command::Del { key } => db.kvs(kvs_name(cli))?.delete(key)?,
+        Command::PrefixDel { prefix } => db.kvs(kvs_name(cli))?.prefix_delete(prefix)?,
+        Command::Scan {
+            prefix,
+            start,
+            end,
+            reverse,
+            limit,
+        } => {
+            let kvs = db.kvs(kvs_name(cli))?;
+            let iter = match prefix {
+                Some(prefix) => kvs.prefix(prefix),
+                None => {
+                    let lower = start
+                        .as_ref()
+                        .map_or(Bound::Unbounded, |key| Bound::Included(key.as_bytes()));
+                    let upper = end
+                        .as_ref()
+                        .map_or(Bound::Unbounded, |key| Bound::Excluded(key.as_bytes()));
+                    kvs.range::<&[u8], _>((lower, upper))
+                }
+            };
+            let items: Box<dyn Iterator<Item = shaledb::Result<_>>> = if *reverse {
+                Box::new(iter.rev())
+            } else {
+                Box::new(iter)
+            };
+            for item in items.take(limit.unwrap_or(usize::MAX)) {
+                let (key, value) = item?;
+                writeln!(out, "{}\t{}", key.escape_ascii(), value.escape_ascii())?;
+            }
+        }
+        Command::Kvs { action } => match action {
+            KvsAction::List => {
+                for name in db.list_kvs()? {
+                    writeln!(out, "{name}")?;
+                }
+            }
+            KvsAction::Create { name, prefix_len } => {
+                if db.list_kvs()?.contains(name) {
+                    bail!("KVS {name:?} already exists");
+                }
+                db.kvs_with_options(
+                    name,
+                    KvsOptions {
+                        prefix_len: *prefix_len,
+                    },
+                )?;
+            }
+            KvsAction::Drop { name } => db.drop_kvs(name)?,
+        },
+        Command::Info { json } => info(db, *json, &mut out)?,
+        Command::Load { file } => load(db, file)?,
+        Command::Dump => dump(db, cli.kvs.as_deref(), &mut out)?,
+        Command::Check { json } => {
+            let report = db.check()?;
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                writeln!(
+                    out,
+                    "{} segments, {} records ({} bytes), {} index entries",
+                    report.segments, report.records, report.record_bytes, report.index_entries
+                )?;
+                for line in &report.torn_tails {
+                    writeln!(out, "torn tail (expected after a crash): {line}")?;
+                }
+                for line in report
+                    .corruptions
+                    .iter()
+                    .chain(&report.index_errors)
+                    .chain(&report.live_bytes_mismatches)
+                {
+                    writeln!(out, "ERROR {line}")?;
+                }
+            }
+            out.flush()?;
+            if !report.is_ok() {
+                eprintln!("shale: check found problems");
+                return Ok(ExitCode::from(2));
+            }
+            writeln!(out, "OK")?;
+        }
+        Command::Compact => {
+            let freed = db.compact()?;
+            writeln!(out, "freed {freed} segments")?;
+        }
+        Command::Bench(_) => unreachable!("handled before opening"),
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn info(db: &Db, json: bool, out: &mut impl Write) -> Result<()> {
+    let stats = db.stats();
+    if json {
+        let value = serde_json::json!({
+            "path": db.path(),
+            "kvs": db.list_kvs()?,
+            "stats": stats,
+            "write_amplification": stats.write_amplification(),
+            "space_amplification": stats.space_amplification(),
+            "recovery": db.recovery_report(),
+        });
+        serde_json::to_writer_pretty(&mut *out, &value)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+    writeln!(out, "KVDB            {}", db.path().display())?;
+    writeln!(out, "KVSs            {}", db.list_kvs()?.join(", "))?;
+    writeln!(out, "keys            {}", stats.index_keys)?;
+    writeln!(
+        out,
+        "index DRAM      {:.1} MiB (estimated)",
+        mib(stats.index_bytes)
+    )?;
+    writeln!(out, "live data       {:.1} MiB", mib(stats.live_bytes))?;
+    writeln!(
+        out,
+        "on media        {:.1} MiB (space amplification {:.2})",
+        mib(stats.total_bytes),
+        stats.space_amplification()
+    )?;
+    for media in &stats.media {
+        writeln!(
+            out,
+            "  {:<13} {} segments, {:.1} MiB; written {:.1} MiB, read {:.1} MiB",
+            media.class,
+            media.segments,
+            mib(media.segment_bytes),
+            mib(media.bytes_written),
+            mib(media.bytes_read)
+        )?;
+    }
+    writeln!(out, "direct I/O      {}", stats.direct_io)?;
+    writeln!(
+        out,
+        "cache           {:.1} of {:.1} MiB",
+        mib(stats.cache_bytes),
+        mib(stats.cache_bytes_budget)
+    )?;
+    writeln!(
+        out,
+        "cleaner         {} segments cleaned, {:.1} MiB copied, {} tombstones dropped",
+        stats.cleaner_segments_cleaned,
+        mib(stats.cleaner_bytes_copied),
+        stats.cleaner_tombstones_dropped
+    )?;
+    writeln!(
+        out,
+        "checkpoints     {} written this session",
+        stats.checkpoints_written
+    )?;
+    Ok(())
+}
+
+fn load(db: &Db, file: &str) -> Result<()> {
+    let reader: Box<dyn BufRead> = if file == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("opening {file}"))?,
+        ))
+    };
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let mut batch = db.batch();
+    let mut loaded = 0u64;
+    for (number, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("reading line {}", number + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: DumpLine = serde_json::from_str(&line)
+            .with_context(|| format!("line {}: not a dump record", number + 1))?;
+        let key = BASE64
+            .decode(&record.key)
+            .with_context(|| format!("line {}: key is not base64", number + 1))?;
+        let value = BASE64
+            .decode(&record.value)
+            .with_context(|| format!("line {}: value is not base64", number + 1))?;
+        batch.put(&db.kvs(&record.kvs)?, key, value);
+        loaded += 1;
+        if batch.len() >= LOAD_BATCH_RECORDS {
+            db.write(std::mem::take(&mut batch))
+                .with_context(|| format!("writing the batch ending at line {}", number + 1))?;
+        }
+        if last_report.elapsed().as_secs() >= 1 {
+            eprintln!(
+                "loaded {loaded} records ({:.0}/s)",
+                loaded as f64 / started.elapsed().as_secs_f64()
+            );
+            last_report = Instant::now();
+        }
+    }
+    db.write(batch)?;
+    db.sync()?;
+    eprintln!(
+        "loaded {loaded} records in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn dump(db: &Db, only: Option<&str>, out: &mut impl Write) -> Result<()> {
+    let names = match only {
+        Some(name) => vec![name.to_string()],
+        None => db.list_kvs()?,
+    };
+    for name in names {
+        for item in db.kvs(&name)?.iter() {
+            let (key, value) = item?;
+            let line = DumpLine {
+                kvs: name.clone(),
+                key: BASE64.encode(&key),
+                value: BASE64.encode(&value),
+            };
+            serde_json::to_writer(&mut *out, &line)?;
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Goal: the `shale` binary does what its help says, with the exit codes scripts rely on.
+//! Method: run the real binary against temporary KVDBs and check stdout, stderr and status.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn shale(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shale"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("shale runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn put_get_del_scan_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    assert!(shale(&db, &["put", "k1", "v1"]).status.success());
+    assert!(shale(&db, &["put", "k2", "v2"]).status.success());
+    let got = shale(&db, &["get", "k1"]);
+    assert_eq!(stdout(&got), "v1\n");
+    let missing = shale(&db, &["get", "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(missing.stdout.is_empty());
+    assert_eq!(
+        stdout(&shale(&db, &["scan", "--reverse", "--limit", "1"])),
+        "k2\tv2\n"
+    );
+    assert_eq!(stdout(&shale(&db, &["scan", "--start", "k2"])), "k2\tv2\n");
+    assert!(shale(&db, &["del", "k1"]).status.success());
+    assert_eq!(shale(&db, &["get", "k1"]).status.code(), Some(1));
+    assert!(shale(&db, &["--kvs", "other", "put", "a", "b"])
+        .status
+        .success());
+    assert_eq!(stdout(&shale(&db, &["kvs", "list"])), "default\nother\n");
+    let bad = shale(&db, &["--durability", "sometimes", "get", "k2"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("durability"));
+}
+
+#[test]
+fn dump_and_load_round_trip_any_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let lines = "{\"kvs\":\"bin\",\"key\":\"AAH/\",\"value\":\"\"}\n{\"kvs\":\"default\",\"key\":\"aGk=\",\"value\":\"AAEC/w==\"}\n";
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, lines).unwrap();
+    let loaded = shale(&source, &["load", input.to_str().unwrap()]);
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+    assert!(String::from_utf8_lossy(&loaded.stderr).contains("loaded 2 records"));
+    let dumped = stdout(&shale(&source, &["dump"]));
+    assert_eq!(dumped, lines);
+    let garbage = dir.path().join("garbage.jsonl");
+    std::fs::write(
+        &garbage,
+        "{\"kvs\":\"x\",\"key\":\"not base64!\",\"value\":\"\"}\n",
+    )
+    .unwrap();
+    let refused = shale(&source, &["load", garbage.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("line 1"));
+}
+
+#[test]
+fn check_names_file_and_offset_of_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for index in 0..50 {
+        assert!(
+            shale(&db, &["put", &format!("key{index}"), &"x".repeat(200)])
+                .status
+                .success()
+        );
+    }
+    let clean = shale(&db, &["check"]);
+    assert!(clean.status.success(), "{}", stdout(&clean));
+    assert!(stdout(&clean).ends_with("OK\n"));
+    let segment = std::fs::read_dir(db.join("capacity"))
+        .unwrap()
+        .map(|item| item.unwrap().path())
+        .find(|path| std::fs::metadata(path).unwrap().len() > 4096)
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[4096 + 100] ^= 0xff;
+    std::fs::write(&segment, bytes).unwrap();
+    let damaged = shale(&db, &["check"]);
+    assert_eq!(damaged.status.code(), Some(2));
+    let text = stdout(&damaged);
+    assert!(
+        text.contains(segment.file_name().unwrap().to_str().unwrap()),
+        "{text}"
+    );
+    assert!(text.contains("at 4096"), "{text}");
+}
+
+#[test]
+fn info_json_and_locked_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    assert!(shale(&db, &["put", "k", "v"]).status.success());
+    let info: serde_json::Value =
+        serde_json::from_slice(&shale(&db, &["info", "--json"]).stdout).unwrap();
+    assert_eq!(info["stats"]["index_keys"], 1);
+    assert!(info["stats"]["media"].is_array());
+    let holder = shaledb::Db::open(&db, shaledb::Options::default()).unwrap();
+    let locked = shale(&db, &["get", "k"]);
+    assert_eq!(locked.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&locked.stderr).contains("locked"));
+    drop(holder);
+}
+
+#[test]
+fn bench_smoke_runs_and_writes_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let output = shale(
+        &dir.path().join("unused"),
+        &[
+            "bench",
+            "--num",
+            "2000",
+            "--threads",
+            "1,2",
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let runs = results["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs[0]["put_ops_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(runs[1]["device_reads_per_get"].as_f64().unwrap() <= 1.0);
+}
