@@ -1,19 +1,111 @@
-//! `shale bench`: the built-in put/get workload (random puts, then random gets, on a data set
-//! larger than the cache), with the efficiency figures the engine reports. The YCSB and
-//! db_bench suites side by side with peers are the benchmark harness's job; this is the quick
-//! self-measurement the README's main command runs.
+//! `shale bench`: the YCSB and db_bench suites of the `shaledb-bench` harness, side by side
+//! with the peer engines compiled in, and `quick`, ShaleDB's own put/get self-measurement.
 
 use crate::Cli;
 use anyhow::{Context, Result};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use shaledb::{Db, Options};
+use shaledb_bench::dbbench::DbBenchParams;
+use shaledb_bench::engine::ENGINES;
+use shaledb_bench::suite::{CommonParams, SuiteReport, YcsbParams};
+use shaledb_bench::ycsb::workload::{Distribution, RecordShape};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+#[derive(clap::Subcommand)]
+pub enum BenchCommand {
+    /// YCSB core workloads A-F: load, then each workload at each thread count, in rounds.
+    Ycsb(YcsbArgs),
+    /// db_bench workloads: fills, overwrite, reads, readwhilewriting, readrandomwriterandom.
+    Db(DbArgs),
+    /// ShaleDB alone: random puts then random gets, with the engine's efficiency counters.
+    Quick(QuickArgs),
+}
+
+/// Options every suite shares.
 #[derive(clap::Args)]
-pub struct BenchArgs {
+pub struct CommonArgs {
+    /// Engines to compare (default: every engine compiled in).
+    #[arg(long, value_delimiter = ',')]
+    engines: Vec<String>,
+    /// Client thread counts to sweep.
+    #[arg(long, default_value = "1,4", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Where each engine's data lives (one subdirectory per engine).
+    #[arg(long, default_value = "shale-data/bench")]
+    data_dir: PathBuf,
+    /// Where results.json, report.md and the charts go.
+    #[arg(long, default_value = "bench/out")]
+    out: PathBuf,
+    /// Rounds per comparison; engines alternate within each round.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Seconds of device random-read probing before and after each round (0: off).
+    #[arg(long, default_value_t = 2.0)]
+    probe_secs: f64,
+    /// Concurrent reads of the device probe.
+    #[arg(long, default_value_t = 32)]
+    probe_threads: usize,
+}
+
+#[derive(clap::Args)]
+pub struct YcsbArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Workloads to run, in order (D and E insert, so run them last).
+    #[arg(long, default_value = "a,b,c,d,e,f", value_delimiter = ',')]
+    workloads: Vec<char>,
+    /// Records loaded (YCSB recordcount).
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Operations per run (YCSB operationcount).
+    #[arg(long, default_value_t = 100_000)]
+    operations: u64,
+    /// Run each workload for this many seconds instead of a fixed operation count.
+    #[arg(long)]
+    duration: Option<f64>,
+    #[arg(long, default_value_t = 10)]
+    field_count: usize,
+    #[arg(long, default_value_t = 100)]
+    field_length: usize,
+    /// Target ops/s across all threads (YCSB -target); latency counts from intended start.
+    #[arg(long)]
+    target: Option<f64>,
+    /// Override the workloads' request distribution: uniform, zipfian or latest.
+    #[arg(long)]
+    distribution: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct DbArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Benchmarks to run, in order.
+    #[arg(
+        long,
+        default_value = "fillrandom,readrandom,readwhilewriting,readrandomwriterandom",
+        value_delimiter = ','
+    )]
+    benchmarks: Vec<String>,
+    /// Keys in the data set and operations per benchmark.
+    #[arg(long, default_value_t = 1_000_000)]
+    num: u64,
+    #[arg(long, default_value_t = 20)]
+    key_size: usize,
+    #[arg(long, default_value_t = 400)]
+    value_size: usize,
+    /// Percent of reads in readrandomwriterandom.
+    #[arg(long = "readwritepercent", default_value_t = 80)]
+    read_write_percent: u32,
+    /// Run read benchmarks for this many seconds instead of --num operations.
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+#[derive(clap::Args)]
+pub struct QuickArgs {
     /// Records to put, then gets to issue.
     #[arg(long, default_value_t = 200_000)]
     num: u64,
@@ -31,9 +123,6 @@ pub struct BenchArgs {
     /// Where results.json is written.
     #[arg(long, default_value = "bench/out")]
     out: PathBuf,
-    /// Value cache in MiB for the runs (default: an eighth of the data set).
-    #[arg(long)]
-    bench_cache_mb: Option<u64>,
 }
 
 #[derive(serde::Serialize)]
@@ -103,13 +192,13 @@ fn parallel(
     Ok(started.elapsed().as_secs_f64())
 }
 
-fn run_one(cli: &Cli, args: &BenchArgs, threads: usize) -> Result<RunResult> {
+fn run_one(cli: &Cli, args: &QuickArgs, threads: usize) -> Result<RunResult> {
     let dir = args
         .data_dir
         .join(format!("run-{}-{threads}t", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let data_bytes = args.num * (args.key_size + args.value_size) as u64;
-    let cache_bytes = args.bench_cache_mb.map_or(data_bytes / 8, |mib| mib << 20);
+    let cache_bytes = cli.cache_mb.map_or(data_bytes / 8, |mib| mib << 20);
     let options = Options {
         durability: cli.durability.parse()?,
         cache_bytes,
@@ -185,7 +274,7 @@ fn run_one(cli: &Cli, args: &BenchArgs, threads: usize) -> Result<RunResult> {
     })
 }
 
-pub fn run(cli: &Cli, args: &BenchArgs) -> Result<ExitCode> {
+fn run_quick(cli: &Cli, args: &QuickArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     println!(
@@ -220,5 +309,99 @@ pub fn run(cli: &Cli, args: &BenchArgs) -> Result<ExitCode> {
     std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("writing {}", path.display()))?;
     println!("results written to {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Cache budget each engine gets in the suites, unless `--cache-mb` says otherwise.
+const SUITE_CACHE_MB_DEFAULT: u64 = 64;
+
+fn common_params(cli: &Cli, args: &CommonArgs) -> CommonParams {
+    let engines = if args.engines.is_empty() {
+        ENGINES.iter().map(|spec| spec.name.to_string()).collect()
+    } else {
+        args.engines.clone()
+    };
+    CommonParams {
+        engines,
+        threads: args.threads.clone(),
+        cache_bytes: cli.cache_mb.unwrap_or(SUITE_CACHE_MB_DEFAULT) << 20,
+        data_dir: args.data_dir.clone(),
+        out_dir: args.out.clone(),
+        rounds: args.rounds,
+        probe_secs: args.probe_secs,
+        probe_threads: args.probe_threads,
+    }
+}
+
+/// Prints the median throughput per engine and the paired ratios, and where the report is.
+fn summarize(report: &SuiteReport, out: &std::path::Path) {
+    for ((workload, threads), runs) in shaledb_bench::report::groups(report) {
+        let mut line = format!("{workload:<22} {threads:>3} threads:");
+        let mut names: Vec<&str> = runs.iter().map(|run| run.engine.as_str()).collect();
+        names.dedup();
+        for name in &names {
+            if let Some(run) = shaledb_bench::report::median_run(&runs, name) {
+                line.push_str(&format!("  {name} {:.0} ops/s", run.ops_per_sec));
+            }
+            if *name != shaledb_bench::report::SUBJECT {
+                if let Some((_, ratio)) = shaledb_bench::report::paired_ratios(&runs, name) {
+                    line.push_str(&format!(" (shaledb/{name} {ratio:.2}x)"));
+                }
+            }
+        }
+        println!("{line}");
+    }
+    println!("report: {}", out.join("report.md").display());
+}
+
+pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
+    let invocation = std::env::args().collect::<Vec<_>>().join(" ");
+    let (report, out) = match command {
+        BenchCommand::Quick(args) => return run_quick(cli, args),
+        BenchCommand::Ycsb(args) => {
+            let common = common_params(cli, &args.common);
+            let params = YcsbParams {
+                workloads: args
+                    .workloads
+                    .iter()
+                    .map(|name| name.to_ascii_lowercase())
+                    .collect(),
+                records: args.records,
+                operations: args.operations,
+                duration_secs: args.duration,
+                shape: RecordShape {
+                    field_count: args.field_count,
+                    field_length: args.field_length,
+                },
+                target_ops_per_sec: args.target,
+                distribution: args
+                    .distribution
+                    .as_deref()
+                    .map(str::parse::<Distribution>)
+                    .transpose()?,
+            };
+            (
+                shaledb_bench::suite::run_ycsb(&common, &params)?,
+                common.out_dir,
+            )
+        }
+        BenchCommand::Db(args) => {
+            let common = common_params(cli, &args.common);
+            let params = DbBenchParams {
+                benchmarks: args.benchmarks.clone(),
+                num: args.num,
+                key_size: args.key_size,
+                value_size: args.value_size,
+                read_write_percent: args.read_write_percent,
+                duration_secs: args.duration,
+            };
+            (
+                shaledb_bench::suite::run_dbbench(&common, &params)?,
+                common.out_dir,
+            )
+        }
+    };
+    shaledb_bench::suite::write_outputs(&report, &out, &invocation)?;
+    summarize(&report, &out);
     Ok(ExitCode::SUCCESS)
 }

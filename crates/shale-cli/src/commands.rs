@@ -23,7 +23,7 @@ struct DumpLine {
 fn open(cli: &Cli) -> Result<Db> {
     let options = Options {
         durability: cli.durability.parse()?,
-        cache_bytes: cli.cache_mb << 20,
+        cache_bytes: cli.cache_mb.unwrap_or(256) << 20,
         ..Options::default()
     };
     Db::open(&cli.db, options).with_context(|| format!("opening KVDB {}", cli.db.display()))
@@ -34,8 +34,8 @@ fn kvs_name(cli: &Cli) -> &str {
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
-    if let Command::Bench(args) = &cli.command {
-        return crate::bench::run(&cli, args);
+    if let Command::Bench { suite } = &cli.command {
+        return crate::bench::run(&cli, suite);
     }
     let db = open(&cli)?;
     let code = run_on(&cli, &db)?;
@@ -143,7 +143,7 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
             let freed = db.compact()?;
             writeln!(out, "freed {freed} segments")?;
         }
-        Command::Bench(_) => unreachable!("handled before opening"),
+        Command::Bench { .. } => unreachable!("handled before opening"),
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

@@ -23,9 +23,9 @@ struct Cli {
     /// Durability: sync, none, interval or interval:MS.
     #[arg(long, global = true, default_value = "interval")]
     durability: String,
-    /// Value cache budget in MiB.
-    #[arg(long, global = true, default_value_t = 256)]
-    cache_mb: u64,
+    /// DRAM cache budget in MiB (KVDB commands: 256; benchmarks: the budget each engine gets).
+    #[arg(long, global = true)]
+    cache_mb: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,8 +76,11 @@ enum Command {
     },
     /// Run the cleaner now over every segment with dead data.
     Compact,
-    /// Run the built-in put/get workload and print throughput and efficiency figures.
-    Bench(bench::BenchArgs),
+    /// Benchmarks: YCSB and db_bench suites side by side with peer engines, or a quick self-test.
+    Bench {
+        #[command(subcommand)]
+        suite: bench::BenchCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -99,7 +102,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SHALE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| "warn,usvg=error".into()),
         )
         .init();
     let cli = Cli::parse();

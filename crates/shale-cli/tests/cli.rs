@@ -127,6 +127,7 @@ fn bench_smoke_runs_and_writes_results() {
         &dir.path().join("unused"),
         &[
             "bench",
+            "quick",
             "--num",
             "2000",
             "--threads",

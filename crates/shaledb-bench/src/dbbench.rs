@@ -1,0 +1,277 @@
+//! db_bench's workloads (RocksDB's `tools/db_bench`): fills, overwrite, random and sequential
+//! reads, readwhilewriting (N-1 readers, 1 writer) and readrandomwriterandom.
+
+use crate::engine::{Engine, EngineSpec};
+use crate::measure::{self, Monitor, OpKind, Recorder};
+use crate::suite::{Measured, Runner};
+use anyhow::{bail, Result};
+use rand::Rng;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Parameters of the db_bench suite.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DbBenchParams {
+    pub benchmarks: Vec<String>,
+    /// Keys in the data set, and operations per benchmark.
+    pub num: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    /// Reads in percent for readrandomwriterandom.
+    pub read_write_percent: u32,
+    /// Runs each read benchmark for this long instead of `num` operations.
+    pub duration_secs: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Benchmark {
+    FillSeq,
+    FillRandom,
+    Overwrite,
+    ReadRandom,
+    ReadSeq,
+    ReadWhileWriting,
+    ReadRandomWriteRandom,
+}
+
+impl Benchmark {
+    pub fn parse(name: &str) -> Result<Self> {
+        Ok(match name {
+            "fillseq" => Benchmark::FillSeq,
+            "fillrandom" => Benchmark::FillRandom,
+            "overwrite" => Benchmark::Overwrite,
+            "readrandom" => Benchmark::ReadRandom,
+            "readseq" => Benchmark::ReadSeq,
+            "readwhilewriting" => Benchmark::ReadWhileWriting,
+            "readrandomwriterandom" => Benchmark::ReadRandomWriteRandom,
+            other => bail!(
+                "unknown benchmark {other:?} (fillseq, fillrandom, overwrite, readrandom, readseq, \
+                 readwhilewriting, readrandomwriterandom)"
+            ),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Benchmark::FillSeq => "fillseq",
+            Benchmark::FillRandom => "fillrandom",
+            Benchmark::Overwrite => "overwrite",
+            Benchmark::ReadRandom => "readrandom",
+            Benchmark::ReadSeq => "readseq",
+            Benchmark::ReadWhileWriting => "readwhilewriting",
+            Benchmark::ReadRandomWriteRandom => "readrandomwriterandom",
+        }
+    }
+
+    fn fills(self) -> bool {
+        matches!(self, Benchmark::FillSeq | Benchmark::FillRandom)
+    }
+}
+
+/// db_bench's key for `n`: the number in decimal, zero-padded (or cut) to `key_size` bytes.
+pub fn key(n: u64, key_size: usize) -> Vec<u8> {
+    let text = format!("{n:0key_size$}");
+    text.as_bytes()[text.len().saturating_sub(key_size)..].to_vec()
+}
+
+fn value(params: &DbBenchParams, rng: &mut impl Rng) -> Vec<u8> {
+    (0..params.value_size).map(|_| rng.gen()).collect()
+}
+
+/// Runs one benchmark on one engine and records it. Read benchmarks on an engine without data
+/// first fill it (recorded as a `fillrandom` run).
+pub(crate) fn run(
+    runner: &mut Runner<'_>,
+    spec: &EngineSpec,
+    benchmark: Benchmark,
+    params: &DbBenchParams,
+    threads: usize,
+    round: usize,
+) -> Result<()> {
+    let loaded_marker = runner.engine_dir(spec.name).join(".loaded");
+    if !benchmark.fills() && !loaded_marker.exists() {
+        run(runner, spec, Benchmark::FillRandom, params, threads, round)?;
+    }
+    let live_bytes = params.num * (params.key_size + params.value_size) as u64;
+    let duration = params.duration_secs.map(Duration::from_secs_f64);
+    runner.measure(
+        spec,
+        benchmark.name(),
+        threads,
+        round,
+        benchmark.fills(),
+        || live_bytes,
+        |engine, monitor| {
+            let measured = match benchmark {
+                Benchmark::FillSeq => {
+                    let next = AtomicU64::new(0);
+                    phase(threads, params.num, None, monitor, |_| {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        engine.write(
+                            &key(n, params.key_size),
+                            &value(params, &mut rand::thread_rng()),
+                        )?;
+                        Ok(OpKind::Write)
+                    })?
+                }
+                Benchmark::FillRandom | Benchmark::Overwrite => {
+                    phase(threads, params.num, None, monitor, |_| {
+                        let mut rng = rand::thread_rng();
+                        engine.write(
+                            &key(rng.gen_range(0..params.num), params.key_size),
+                            &value(params, &mut rng),
+                        )?;
+                        Ok(OpKind::Write)
+                    })?
+                }
+                Benchmark::ReadRandom => phase(threads, params.num, duration, monitor, |_| {
+                    read_random(engine, params)?;
+                    Ok(OpKind::Read)
+                })?,
+                Benchmark::ReadSeq => read_seq(engine, threads, monitor)?,
+                Benchmark::ReadWhileWriting => {
+                    read_while_writing(engine, params, threads, duration, monitor)?
+                }
+                Benchmark::ReadRandomWriteRandom => {
+                    phase(threads, params.num, duration, monitor, |_| {
+                        let mut rng = rand::thread_rng();
+                        if rng.gen_range(0..100) < params.read_write_percent {
+                            read_random(engine, params)?;
+                            Ok(OpKind::Read)
+                        } else {
+                            engine.write(
+                                &key(rng.gen_range(0..params.num), params.key_size),
+                                &value(params, &mut rng),
+                            )?;
+                            Ok(OpKind::Write)
+                        }
+                    })?
+                }
+            };
+            Ok(measured)
+        },
+    )?;
+    if benchmark.fills() {
+        std::fs::write(&loaded_marker, b"")?;
+    }
+    Ok(())
+}
+
+fn phase(
+    threads: usize,
+    operations: u64,
+    duration: Option<Duration>,
+    monitor: &Monitor,
+    op: impl Fn(&mut Recorder) -> Result<OpKind> + Sync,
+) -> Result<Measured> {
+    let (recorder, elapsed) = measure::run_phase(
+        threads,
+        operations,
+        duration,
+        None,
+        monitor,
+        |_, _, recorder| op(recorder),
+    )?;
+    Ok(Measured {
+        recorder,
+        elapsed,
+        operations_override: None,
+    })
+}
+
+fn read_random(engine: &dyn Engine, params: &DbBenchParams) -> Result<()> {
+    let n = rand::thread_rng().gen_range(0..params.num);
+    std::hint::black_box(engine.read(&key(n, params.key_size))?);
+    Ok(())
+}
+
+/// Each thread reads the whole key space in order, in chunks of 100 (one SCAN sample each);
+/// throughput counts entries.
+fn read_seq(engine: &dyn Engine, threads: usize, monitor: &Monitor) -> Result<Measured> {
+    const CHUNK: usize = 100;
+    let entries = AtomicU64::new(0);
+    let started = Instant::now();
+    let (recorder, _) = measure::run_phase(
+        threads,
+        threads as u64,
+        None,
+        None,
+        monitor,
+        |_, _, recorder| {
+            let mut next: Vec<u8> = Vec::new();
+            loop {
+                let begin = Instant::now();
+                let mut last = None;
+                let read = engine.scan(&next, CHUNK, &mut |key, value| {
+                    std::hint::black_box(value);
+                    last = Some(key.to_vec());
+                })?;
+                recorder.record(OpKind::Scan, begin.elapsed());
+                entries.fetch_add(read as u64, Ordering::Relaxed);
+                match last {
+                    Some(mut key) if read == CHUNK => {
+                        key.push(0);
+                        next = key;
+                    }
+                    _ => return Ok(OpKind::Read),
+                }
+            }
+        },
+    )?;
+    Ok(Measured {
+        recorder,
+        elapsed: started.elapsed(),
+        operations_override: Some(entries.load(Ordering::Relaxed)),
+    })
+}
+
+/// N-1 threads read at random while one writes at random until they finish; throughput counts
+/// reads, as db_bench reports it.
+fn read_while_writing(
+    engine: &dyn Engine,
+    params: &DbBenchParams,
+    threads: usize,
+    duration: Option<Duration>,
+    monitor: &Monitor,
+) -> Result<Measured> {
+    let readers = threads.saturating_sub(1).max(1);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| -> Result<Recorder> {
+            let mut recorder = Recorder::default();
+            let mut rng = rand::thread_rng();
+            while !stop.load(Ordering::Relaxed) {
+                let begin = Instant::now();
+                engine.write(
+                    &key(rng.gen_range(0..params.num), params.key_size),
+                    &value(params, &mut rng),
+                )?;
+                recorder.record(OpKind::Write, begin.elapsed());
+            }
+            Ok(recorder)
+        });
+        let reads = phase(readers, params.num, duration, monitor, |_| {
+            read_random(engine, params)?;
+            Ok(OpKind::Read)
+        });
+        stop.store(true, Ordering::Relaxed);
+        let writes = writer.join().expect("writer thread")?;
+        let mut measured = reads?;
+        measured.operations_override = Some(measured.recorder.count(OpKind::Read));
+        measured.recorder.merge(&writes);
+        Ok(measured)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_the_requested_size() {
+        assert_eq!(key(42, 20), b"00000000000000000042".to_vec());
+        assert_eq!(key(123_456, 4), b"3456".to_vec());
+        assert!(Benchmark::parse("readwhilewriting").is_ok());
+        assert!(Benchmark::parse("nonsense").is_err());
+    }
+}

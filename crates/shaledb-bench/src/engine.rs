@@ -1,0 +1,68 @@
+//! The one trait every benchmarked engine implements, and the registry of engines compiled in.
+//! Adding a peer is one file in `engines/` plus one line in [`ENGINES`].
+
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// What every engine is given: the same directory layout, DRAM budget and thread count.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// An empty or previously loaded directory owned by this engine.
+    pub dir: PathBuf,
+    /// DRAM budget for the engine's cache of data, in bytes.
+    pub cache_bytes: u64,
+    /// Client threads that will use the engine at once.
+    pub threads: usize,
+}
+
+/// A key-value engine under test. Shared by all client threads.
+pub trait Engine: Send + Sync {
+    /// Reads `key`'s value.
+    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Inserts or replaces `key`'s value.
+    fn write(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Reads up to `count` records in key order starting at `start`, passing each to `visit`;
+    /// returns how many it read.
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize>;
+    /// Makes everything written durable (between phases).
+    fn sync(&self) -> Result<()>;
+    /// The engine's own counters, as JSON (may be `null`).
+    fn engine_stats(&self) -> serde_json::Value;
+}
+
+/// A registered engine: its name, a description of the exact options it runs with, and how to
+/// open it.
+pub struct EngineSpec {
+    pub name: &'static str,
+    /// Whether it reads and writes with direct I/O, so the page cache adds no hidden cache.
+    pub direct_io: bool,
+    pub describe: fn(&EngineConfig) -> String,
+    pub open: fn(&EngineConfig) -> Result<Box<dyn Engine>>,
+}
+
+/// Every engine compiled into this build.
+pub const ENGINES: &[EngineSpec] = &[
+    crate::engines::shaledb::SPEC,
+    #[cfg(feature = "rocksdb")]
+    crate::engines::rocksdb::SPEC,
+    #[cfg(feature = "lmdb")]
+    crate::engines::lmdb::SPEC,
+    #[cfg(feature = "fjall")]
+    crate::engines::fjall::SPEC,
+];
+
+/// The engine named `name`, or an error listing what this build has.
+pub fn find(name: &str) -> Result<&'static EngineSpec> {
+    ENGINES.iter().find(|spec| spec.name == name).ok_or_else(|| {
+        let known: Vec<&str> = ENGINES.iter().map(|spec| spec.name).collect();
+        anyhow::anyhow!(
+            "engine {name:?} is not compiled in (this build has: {}); peers need `cargo build --release --features {name}`",
+            known.join(", ")
+        )
+    })
+}

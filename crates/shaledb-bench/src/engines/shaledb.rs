@@ -1,0 +1,71 @@
+//! ShaleDB itself, with default options but the shared cache budget.
+
+use crate::engine::{Engine, EngineConfig, EngineSpec};
+use anyhow::Result;
+
+pub const SPEC: EngineSpec = EngineSpec {
+    name: "shaledb",
+    direct_io: true,
+    describe: |config| {
+        format!(
+            "ShaleDB {}: value cache {} MiB, durability interval 100 ms, 64 MiB segments, O_DIRECT",
+            env!("CARGO_PKG_VERSION"),
+            config.cache_bytes >> 20
+        )
+    },
+    open: |config| Ok(Box::new(ShaleEngine::open(config)?)),
+};
+
+struct ShaleEngine {
+    db: shaledb::Db,
+    kvs: shaledb::Kvs,
+}
+
+impl ShaleEngine {
+    fn open(config: &EngineConfig) -> Result<Self> {
+        let options = shaledb::Options {
+            cache_bytes: config.cache_bytes,
+            ..shaledb::Options::default()
+        };
+        let db = shaledb::Db::open(&config.dir, options)?;
+        let kvs = db.kvs("usertable")?;
+        Ok(ShaleEngine { db, kvs })
+    }
+}
+
+impl Engine for ShaleEngine {
+    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.kvs.get(key)?.map(|value| value.to_vec()))
+    }
+
+    fn write(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.kvs.put(key, value)?)
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        let mut read = 0;
+        for item in self.kvs.range(start..).take(count) {
+            let (key, value) = item?;
+            visit(&key, &value);
+            read += 1;
+        }
+        Ok(read)
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(self.db.sync()?)
+    }
+
+    fn engine_stats(&self) -> serde_json::Value {
+        let stats = self.db.stats();
+        let mut value = serde_json::to_value(&stats).unwrap_or(serde_json::Value::Null);
+        value["write_amplification"] = stats.write_amplification().into();
+        value["space_amplification"] = stats.space_amplification().into();
+        value
+    }
+}

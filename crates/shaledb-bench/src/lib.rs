@@ -1,0 +1,12 @@
+//! ShaleDB's benchmark harness: the YCSB core workloads and db_bench's workloads, run side by
+//! side against peer engines in one process, in alternating rounds, with reports and charts.
+
+pub mod engine;
+pub mod engines;
+
+pub mod charts;
+pub mod dbbench;
+pub mod measure;
+pub mod report;
+pub mod suite;
+pub mod ycsb;

@@ -1,0 +1,4 @@
+//! The YCSB core workloads.
+
+pub mod generator;
+pub mod workload;

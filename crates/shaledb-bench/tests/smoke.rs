@@ -1,0 +1,149 @@
+//! Goal: the whole harness (both suites, every output) works, in seconds.
+//! Method: tiny data sets, two rounds, every engine compiled into this build; then check the
+//! files and the fields a reader of results.json relies on.
+
+use shaledb_bench::dbbench::DbBenchParams;
+use shaledb_bench::engine::ENGINES;
+use shaledb_bench::suite::{self, CommonParams, YcsbParams};
+use shaledb_bench::ycsb::workload::RecordShape;
+
+fn common(dir: &std::path::Path) -> CommonParams {
+    CommonParams {
+        engines: ENGINES.iter().map(|spec| spec.name.to_string()).collect(),
+        threads: vec![1, 2],
+        cache_bytes: 1 << 20,
+        data_dir: dir.join("data"),
+        out_dir: dir.join("out"),
+        rounds: 2,
+        probe_secs: 0.2,
+        probe_threads: 2,
+    }
+}
+
+fn check_outputs(out: &std::path::Path, suite: &str, workloads: &[&str]) -> serde_json::Value {
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    for run in results["runs"].as_array().unwrap() {
+        for field in [
+            "engine",
+            "suite",
+            "workload",
+            "threads",
+            "ops_per_sec",
+            "latency_us",
+            "device_bytes_written",
+            "device_bytes_read",
+            "user_bytes_written",
+            "cpu_seconds",
+            "peak_rss_bytes",
+            "disk_bytes",
+            "live_bytes",
+            "timeline",
+        ] {
+            assert!(!run[field].is_null(), "{field} missing in {run}");
+        }
+        assert!(run["ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(run["device_probe_iops_before"].as_f64().is_some() || run["workload"] == "load");
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("[OVERALL], Throughput(ops/sec)"));
+    for workload in workloads {
+        for chart in ["throughput-latency", "tail-latency", "timeline"] {
+            for extension in ["svg", "png"] {
+                let path = out.join(format!("{suite}-{workload}-{chart}.{extension}"));
+                assert!(
+                    std::fs::metadata(&path).unwrap().len() > 500,
+                    "{} is missing or empty",
+                    path.display()
+                );
+            }
+        }
+    }
+    results
+}
+
+#[test]
+fn ycsb_suite_runs_every_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let common = common(dir.path());
+    let params = YcsbParams {
+        workloads: vec!['a', 'b', 'c', 'd', 'e', 'f'],
+        records: 2000,
+        operations: 1000,
+        duration_secs: None,
+        shape: RecordShape {
+            field_count: 10,
+            field_length: 100,
+        },
+        target_ops_per_sec: None,
+        distribution: None,
+    };
+    let report = suite::run_ycsb(&common, &params).unwrap();
+    suite::write_outputs(&report, &common.out_dir, "smoke").unwrap();
+    let results = check_outputs(
+        &common.out_dir,
+        "ycsb",
+        &["load", "a", "b", "c", "d", "e", "f"],
+    );
+    let runs = results["runs"].as_array().unwrap();
+    // One load per engine, then 6 workloads x 2 thread counts x 2 rounds per engine.
+    assert_eq!(runs.len(), ENGINES.len() * (1 + 6 * 2 * 2));
+    let f = runs.iter().find(|run| run["workload"] == "f").unwrap();
+    assert!(
+        f["latency_us"]["READ-MODIFY-WRITE"]["count"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(f["latency_us"]["READ"]["count"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn db_suite_runs_every_benchmark() {
+    let dir = tempfile::tempdir().unwrap();
+    let common = common(dir.path());
+    let benchmarks = [
+        "fillseq",
+        "fillrandom",
+        "overwrite",
+        "readrandom",
+        "readseq",
+        "readwhilewriting",
+        "readrandomwriterandom",
+    ];
+    let params = DbBenchParams {
+        benchmarks: benchmarks.iter().map(|name| name.to_string()).collect(),
+        num: 3000,
+        key_size: 20,
+        value_size: 400,
+        read_write_percent: 80,
+        duration_secs: None,
+    };
+    let report = suite::run_dbbench(&common, &params).unwrap();
+    suite::write_outputs(&report, &common.out_dir, "smoke").unwrap();
+    let results = check_outputs(&common.out_dir, "db", &benchmarks);
+    let runs = results["runs"].as_array().unwrap();
+    let read_while_writing = runs
+        .iter()
+        .find(|run| run["workload"] == "readwhilewriting")
+        .unwrap();
+    assert_eq!(
+        read_while_writing["operations"], 3000,
+        "throughput counts the readers' reads"
+    );
+    assert!(
+        read_while_writing["latency_us"]["WRITE"]["count"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "the writer wrote"
+    );
+    let readseq = runs
+        .iter()
+        .find(|run| run["workload"] == "readseq")
+        .unwrap();
+    assert!(
+        readseq["operations"].as_u64().unwrap() >= 2900,
+        "readseq reads every key"
+    );
+}
