@@ -22,6 +22,24 @@ pub enum BenchCommand {
     Db(DbArgs),
     /// ShaleDB alone: random puts then random gets, with the engine's efficiency counters.
     Quick(QuickArgs),
+    /// ShaleDB transactions: 2-key transfers between two KVSs, per thread count.
+    Transfer(TransferArgs),
+}
+
+#[derive(clap::Args)]
+pub struct TransferArgs {
+    /// Accounts in each of the two KVSs.
+    #[arg(long, default_value_t = 100_000)]
+    accounts: u32,
+    /// Thread counts to run, each on a fresh KVDB.
+    #[arg(long, default_value = "1,4,16", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Seconds per thread count.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Where each run's KVDB is created (and removed afterwards).
+    #[arg(long, default_value = "shale-data/bench")]
+    data_dir: PathBuf,
 }
 
 /// Options every suite shares.
@@ -358,6 +376,7 @@ pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
     let invocation = std::env::args().collect::<Vec<_>>().join(" ");
     let (report, out) = match command {
         BenchCommand::Quick(args) => return run_quick(cli, args),
+        BenchCommand::Transfer(args) => return run_transfers(cli, args),
         BenchCommand::Ycsb(args) => {
             let common = common_params(cli, &args.common);
             let params = YcsbParams {
@@ -403,5 +422,92 @@ pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
     };
     shaledb_bench::suite::write_outputs(&report, &out, &invocation)?;
     summarize(&report, &out);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Transfers between random accounts of two KVSs: each transaction reads two balances and
+/// writes both, retried (up to 10 attempts) when it loses a conflict.
+fn run_transfers(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
+    const BALANCE: u64 = 1_000_000;
+    println!(
+        "shale bench transfer: {} accounts x 2 KVSs, {:.0} s per thread count, durability {}",
+        args.accounts, args.seconds, cli.durability
+    );
+    for &threads in &args.threads {
+        let dir = args
+            .data_dir
+            .join(format!("transfer-{}-{threads}t", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let options = Options {
+            durability: cli.durability.parse()?,
+            cache_bytes: cli.cache_mb.unwrap_or(256) << 20,
+            ..Options::default()
+        };
+        let db = Db::open(&dir, options)?;
+        let (checking, savings) = (db.kvs("checking")?, db.kvs("savings")?);
+        for account in 0..args.accounts {
+            let mut batch = db.batch();
+            batch.put(&checking, account.to_be_bytes(), BALANCE.to_le_bytes());
+            batch.put(&savings, account.to_be_bytes(), BALANCE.to_le_bytes());
+            db.write(batch)?;
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs_f64(args.seconds);
+        let committed = std::sync::atomic::AtomicU64::new(0);
+        let attempts = std::sync::atomic::AtomicU64::new(0);
+        let started = Instant::now();
+        std::thread::scope(|scope| -> Result<()> {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| -> Result<()> {
+                        let mut rng = rand::thread_rng();
+                        let balance = |value: Option<shaledb::Bytes>| {
+                            value.map_or(0, |value| {
+                                u64::from_le_bytes(value[..].try_into().unwrap_or_default())
+                            })
+                        };
+                        while Instant::now() < deadline {
+                            let (from, to) = (
+                                rng.gen_range(0..args.accounts),
+                                rng.gen_range(0..args.accounts),
+                            );
+                            let amount = rng.gen_range(1..100u64);
+                            db.transact(shaledb::TxnOptions::default(), 10, |txn| {
+                                attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let from_balance = balance(txn.get(&checking, from.to_be_bytes())?);
+                                let to_balance = balance(txn.get(&savings, to.to_be_bytes())?);
+                                let amount = amount.min(from_balance);
+                                txn.put(
+                                    &checking,
+                                    from.to_be_bytes(),
+                                    (from_balance - amount).to_le_bytes(),
+                                )?;
+                                txn.put(
+                                    &savings,
+                                    to.to_be_bytes(),
+                                    (to_balance + amount).to_le_bytes(),
+                                )
+                            })?;
+                            committed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|worker| worker.join().expect("transfer thread panicked"))
+        })?;
+        let elapsed = started.elapsed().as_secs_f64();
+        let committed = committed.into_inner();
+        let retries = attempts.into_inner() - committed;
+        println!(
+            "threads {threads:>2}: {:>9.0} transfers/s committed, {retries} conflict retries ({:.2}% of attempts)",
+            committed as f64 / elapsed,
+            retries as f64 * 100.0 / (committed + retries).max(1) as f64
+        );
+        drop((checking, savings));
+        db.close()?;
+        std::fs::remove_dir_all(&dir).ok();
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,7 +4,7 @@ use crate::{Cli, Command, KvsAction};
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use shaledb::{Db, KvsOptions, Options};
+use shaledb::{Db, ErrorKind, KvsOptions, Options, TxnOptions};
 use std::io::{BufRead, BufWriter, Write};
 use std::ops::Bound;
 use std::process::ExitCode;
@@ -139,6 +139,10 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
             }
             writeln!(out, "OK")?;
         }
+        Command::Txn {
+            script,
+            validate_reads,
+        } => return run_transaction(db, script, *validate_reads, &mut out),
         Command::Compact => {
             let freed = db.compact()?;
             writeln!(out, "freed {freed} segments")?;
@@ -279,4 +283,83 @@ fn dump(db: &Db, only: Option<&str>, out: &mut impl Write) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Runs a `shale txn` script; see the subcommand's help for the format.
+fn run_transaction(
+    db: &Db,
+    script: &str,
+    validate_reads: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let text = if script == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the script from stdin")?
+    } else {
+        std::fs::read_to_string(script).with_context(|| format!("reading {script}"))?
+    };
+    let mut txn = db.begin_with(TxnOptions {
+        validate_reads,
+        ..TxnOptions::default()
+    })?;
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let context = || format!("script line {}: {line}", number + 1);
+        let mut words = line.splitn(4, char::is_whitespace);
+        let operation = words.next().unwrap_or_default();
+        let mut argument = |what: &str| {
+            words.next().filter(|word| !word.is_empty()).ok_or_else(|| {
+                anyhow::anyhow!("script line {}: {operation} needs {what}", number + 1)
+            })
+        };
+        match operation {
+            "abort" => {
+                txn.abort();
+                writeln!(out, "aborted")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            "put" => {
+                let (kvs, key, value) =
+                    (argument("a KVS")?, argument("a key")?, argument("a value")?);
+                txn.put(&db.kvs(kvs)?, key, value).with_context(context)?;
+            }
+            "del" => {
+                let (kvs, key) = (argument("a KVS")?, argument("a key")?);
+                txn.delete(&db.kvs(kvs)?, key).with_context(context)?;
+            }
+            "get" => {
+                let (kvs, key) = (argument("a KVS")?, argument("a key")?);
+                match txn.get(&db.kvs(kvs)?, key).with_context(context)? {
+                    Some(value) => writeln!(out, "{key}\t{}", value.escape_ascii())?,
+                    None => writeln!(out, "{key}\t(none)")?,
+                }
+            }
+            "scan" => {
+                let kvs = db.kvs(argument("a KVS")?)?;
+                let prefix = words.next().unwrap_or_default().to_string();
+                for item in txn.prefix(&kvs, prefix.as_bytes()) {
+                    let (key, value) = item.with_context(context)?;
+                    writeln!(out, "{}\t{}", key.escape_ascii(), value.escape_ascii())?;
+                }
+            }
+            other => bail!(
+                "script line {}: unknown operation {other:?} (put, del, get, scan, abort)",
+                number + 1
+            ),
+        }
+    }
+    match txn.commit() {
+        Ok(()) => {
+            writeln!(out, "committed")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) if error.kind() == ErrorKind::Conflict => {
+            out.flush()?;
+            eprintln!("shale: {error}; nothing was written, run the script again");
+            Ok(ExitCode::from(3))
+        }
+        Err(error) => Err(error.into()),
+    }
 }

@@ -76,6 +76,17 @@ enum Command {
     },
     /// Run the cleaner now over every segment with dead data.
     Compact,
+    /// Run a script of operations in one transaction, committed at its end (exit 3 on conflict).
+    ///
+    /// One operation a line: `put KVS KEY VALUE`, `del KVS KEY`, `get KVS KEY`,
+    /// `scan KVS [PREFIX]`, or `abort`. VALUE is the rest of the line; `#` starts a comment.
+    Txn {
+        /// The script file, or - for standard input.
+        script: String,
+        /// Also fail on conflicts with the keys the script read (prevents write skew).
+        #[arg(long)]
+        validate_reads: bool,
+    },
     /// Benchmarks: YCSB and db_bench suites side by side with peer engines, or a quick self-test.
     Bench {
         #[command(subcommand)]

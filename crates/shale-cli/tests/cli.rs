@@ -150,3 +150,91 @@ fn bench_smoke_runs_and_writes_results() {
     assert!(runs[0]["put_ops_per_sec"].as_f64().unwrap() > 0.0);
     assert!(runs[1]["device_reads_per_get"].as_f64().unwrap() <= 1.0);
 }
+
+fn shale_with_stdin(db: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("shale runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn txn_scripts_commit_atomically_and_read_their_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let first = shale_with_stdin(
+        &db,
+        &["txn", "-"],
+        "# open two accounts\nput acct alice 100\nput acct bob 50 and change\nget acct bob\n",
+    );
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(stdout(&first), "bob\t50 and change\ncommitted\n");
+    let second = shale_with_stdin(
+        &db,
+        &["txn", "-"],
+        "del acct bob\nscan acct\nget acct bob\n",
+    );
+    assert_eq!(stdout(&second), "alice\t100\nbob\t(none)\ncommitted\n");
+    let aborted = shale_with_stdin(&db, &["txn", "-"], "put acct carol 1\nabort\n");
+    assert_eq!(stdout(&aborted), "aborted\n");
+    assert_eq!(
+        stdout(&shale(&db, &["--kvs", "acct", "scan"])),
+        "alice\t100\n"
+    );
+    let bad = shale_with_stdin(&db, &["txn", "-"], "put acct dave 1\nfly acct x\n");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("line 2"));
+    assert_eq!(
+        shale(&db, &["--kvs", "acct", "get", "dave"]).status.code(),
+        Some(1),
+        "a failed script writes nothing"
+    );
+}
+
+#[test]
+fn bench_transfer_smoke_reports_each_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = shale(
+        &dir.path().join("unused"),
+        &[
+            "bench",
+            "transfer",
+            "--accounts",
+            "200",
+            "--threads",
+            "1,2",
+            "--seconds",
+            "0.3",
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = stdout(&output);
+    assert!(
+        text.contains("threads  1:") && text.contains("threads  2:"),
+        "{text}"
+    );
+    assert!(text.contains("transfers/s committed"), "{text}");
+}

@@ -347,19 +347,27 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
             },
         )?;
     }
-    // Inserts of D and E grow the data set; later workloads see the grown set, as in YCSB.
-    let mut record_count = params.records;
+    // Inserts of D and E grow each engine's data set by however many it inserted; later
+    // workloads see that engine's grown set, as in YCSB.
+    let mut record_counts: BTreeMap<&str, u64> = specs
+        .iter()
+        .map(|spec| (spec.name, params.records))
+        .collect();
     for &name in &params.workloads {
         let mut spec = WorkloadSpec::core(name)?;
         if let Some(distribution) = params.distribution {
             spec.distribution = distribution;
         }
-        let mut grown = record_count;
+        let mut grown = record_counts.clone();
         for &threads in &common.threads {
             runner.rounds(|runner, round| {
                 for engine_spec in &specs {
-                    let state =
-                        RunState::new(spec.clone(), params.shape, record_count, params.operations);
+                    let state = RunState::new(
+                        spec.clone(),
+                        params.shape,
+                        record_counts[engine_spec.name],
+                        params.operations,
+                    );
                     runner.measure(
                         engine_spec,
                         &name.to_string(),
@@ -378,7 +386,10 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                                     state.operation(engine, &mut rand::thread_rng(), recorder)
                                 },
                             )?;
-                            grown = grown.max(state.inserts.last_value() + 1);
+                            let engine_grown = grown
+                                .get_mut(engine_spec.name)
+                                .expect("every engine is counted");
+                            *engine_grown = (*engine_grown).max(state.inserts.last_value() + 1);
                             Ok(Measured {
                                 recorder,
                                 elapsed,
@@ -390,7 +401,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                 Ok(())
             })?;
         }
-        record_count = grown;
+        record_counts = grown;
     }
     let runs = runner.runs;
     Ok(SuiteReport {

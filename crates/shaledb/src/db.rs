@@ -16,6 +16,7 @@ use crate::recovery::{self, RecoveryReport};
 use crate::segment::{HeadKind, SegmentMeta, SegmentTable};
 use crate::snapshot::SnapshotRegistry;
 use crate::stats::{Counters, MediaStats, Stats};
+use crate::txn::{ConflictTracker, Transaction, TxnOptions};
 use crate::worker::Workers;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
@@ -60,6 +61,7 @@ pub(crate) struct Inner {
     pub checkpoint_lsn: AtomicU64,
     pub cache: ValueCache,
     pub snapshots: SnapshotRegistry,
+    pub conflicts: ConflictTracker,
     pub counters: Counters,
     pub poison: Arc<Poison>,
     closed: AtomicBool,
@@ -92,11 +94,35 @@ pub struct WriteBatch {
     error: Option<Error>,
 }
 
-struct BatchOp {
+pub(crate) struct BatchOp {
     kvs: Arc<KvsState>,
     kind: RecordKind,
     key: Vec<u8>,
     value: Vec<u8>,
+}
+
+impl BatchOp {
+    /// A put (`Some(value)`) or delete (`None`) of an already validated key and value.
+    pub(crate) fn new(kvs: Arc<KvsState>, key: Vec<u8>, value: Option<Vec<u8>>) -> Self {
+        let (kind, value) = match value {
+            Some(value) => (RecordKind::Put, value),
+            None => (RecordKind::Tombstone, Vec::new()),
+        };
+        BatchOp {
+            kvs,
+            kind,
+            key,
+            value,
+        }
+    }
+
+    pub(crate) fn kvs_id(&self) -> u32 {
+        self.kvs.id
+    }
+
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
 }
 
 /// A consistent read-only view of the KVDB at one moment: later writes do not change it.
@@ -105,7 +131,7 @@ pub struct Snapshot {
     seqno: u64,
 }
 
-fn validate_key(key: &[u8]) -> Result<()> {
+pub(crate) fn validate_key(key: &[u8]) -> Result<()> {
     if key.is_empty() {
         return Err(Error::InvalidArgument("keys must not be empty".into()));
     }
@@ -119,7 +145,7 @@ fn validate_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn validate_value(value: &[u8]) -> Result<()> {
+pub(crate) fn validate_value(value: &[u8]) -> Result<()> {
     if value.len() > VALUE_BYTES_MAX {
         return Err(Error::LimitExceeded {
             what: "value",
@@ -230,6 +256,7 @@ impl Db {
             covered_seqno: AtomicU64::new(recovered.covered_seqno),
             checkpoint_lsn: AtomicU64::new(0),
             snapshots: SnapshotRegistry::default(),
+            conflicts: ConflictTracker::default(),
             counters,
             poison,
             closed: AtomicBool::new(false),
@@ -360,6 +387,42 @@ impl Db {
         Ok(self.inner.take_snapshot())
     }
 
+    /// Begins a transaction (snapshot isolation) with default options.
+    pub fn begin(&self) -> Result<Transaction> {
+        self.begin_with(TxnOptions::default())
+    }
+
+    /// Begins a transaction with `options`.
+    pub fn begin_with(&self, options: TxnOptions) -> Result<Transaction> {
+        self.inner.check_open()?;
+        Ok(self.inner.begin_transaction(options))
+    }
+
+    /// Runs `body` in a transaction and commits it, retrying the whole transaction when it loses
+    /// a conflict, at most `attempts_max` times in all; the last conflict is returned if every
+    /// attempt lost. Any other error stops at once.
+    pub fn transact<T>(
+        &self,
+        options: TxnOptions,
+        attempts_max: usize,
+        mut body: impl FnMut(&mut Transaction) -> Result<T>,
+    ) -> Result<T> {
+        let mut attempt = 1;
+        loop {
+            let mut transaction = self.begin_with(options.clone())?;
+            let outcome =
+                body(&mut transaction).and_then(|value| transaction.commit().map(|()| value));
+            match outcome {
+                Err(error)
+                    if error.kind() == crate::ErrorKind::Conflict && attempt < attempts_max =>
+                {
+                    attempt += 1
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
     /// Makes every acknowledged write durable (`fdatasync`).
     pub fn sync(&self) -> Result<()> {
         self.inner.check_open()?;
@@ -474,10 +537,16 @@ impl Inner {
     }
 
     pub(crate) fn take_snapshot(self: &Arc<Self>) -> Snapshot {
+        self.take_snapshot_then(|_| {})
+    }
+
+    /// Takes a snapshot and runs `also(seqno)` while no commit can happen.
+    pub(crate) fn take_snapshot_then(self: &Arc<Self>, also: impl FnOnce(u64)) -> Snapshot {
         // Registering under the client head's lock orders the snapshot against every commit.
         let _commits_paused = self.client_head.lock();
         let seqno = self.visible_seqno.load(Ordering::SeqCst);
         self.snapshots.register(seqno);
+        also(seqno);
         Snapshot {
             db: self.clone(),
             seqno,
@@ -485,9 +554,11 @@ impl Inner {
     }
 
     pub fn release_snapshot(&self, seqno: u64) {
-        let open = self.snapshots.release(seqno);
+        self.snapshots.release(seqno);
         for kvs in self.all_kvs() {
             let mut index = kvs.index.write();
+            // Read under the index lock: see SnapshotRegistry::open_seqnos.
+            let open = self.snapshots.open_seqnos();
             for freed in index.prune_old(|seqno, superseded| {
                 crate::snapshot::needed_by_any(&open, seqno, superseded)
             }) {
@@ -498,6 +569,17 @@ impl Inner {
 
     /// Appends `ops` as one atomic batch and applies them to the indexes.
     fn commit(&self, ops: &[BatchOp]) -> Result<()> {
+        self.commit_validated(ops, &|_| Ok(()))
+    }
+
+    /// Like `commit`, but first runs `validate` against the recent commits, with every lock of
+    /// the commit held, so nothing can commit between the check and the append. A failed
+    /// validation writes nothing.
+    pub(crate) fn commit_validated(
+        &self,
+        ops: &[BatchOp],
+        validate: &dyn Fn(&ConflictTracker) -> Result<()>,
+    ) -> Result<()> {
         self.check_open()?;
         self.poison.check()?;
         if ops.is_empty() {
@@ -522,6 +604,7 @@ impl Inner {
             .sum();
         let mut encoded = Vec::with_capacity(total_bytes);
         let mut appender = self.client_head.lock();
+        validate(&self.conflicts)?;
         appender.reserve(total_bytes)?;
         let segment = appender.segment().clone();
         let snapshot_max = self.snapshots.max();
@@ -554,6 +637,17 @@ impl Inner {
                 .expect("every involved KVS is locked")
                 .1;
             self.apply(index, &segment, op, Entry { location, seqno }, snapshot_max);
+        }
+        if self.conflicts.is_tracking() {
+            self.conflicts
+                .record(ops.iter().enumerate().map(|(position, op)| {
+                    (
+                        op.kvs.id,
+                        op.kind,
+                        op.key.as_slice(),
+                        first_seqno + position as u64,
+                    )
+                }));
         }
         self.visible_seqno
             .store(first_seqno + ops.len() as u64 - 1, Ordering::SeqCst);

@@ -25,6 +25,8 @@ pub enum ErrorKind {
     Closed,
     /// A named object (KVS) does not exist.
     NotFound,
+    /// A transaction lost to a concurrent commit; nothing of it was written. Retry it.
+    Conflict,
 }
 
 /// Everything that can go wrong in ShaleDB.
@@ -59,6 +61,8 @@ pub enum Error {
     Closed(&'static str),
     #[error("KVS {0:?} does not exist")]
     KvsNotFound(String),
+    #[error("transaction conflict: {0}")]
+    Conflict(String),
 }
 
 impl Error {
@@ -74,6 +78,7 @@ impl Error {
             Error::Poisoned(_) => ErrorKind::Poisoned,
             Error::Closed(_) => ErrorKind::Closed,
             Error::KvsNotFound(_) => ErrorKind::NotFound,
+            Error::Conflict(_) => ErrorKind::Conflict,
         }
     }
 

@@ -39,6 +39,7 @@ mod recovery;
 mod segment;
 mod snapshot;
 mod stats;
+mod txn;
 mod worker;
 
 pub use bytes::Bytes;
@@ -50,3 +51,4 @@ pub use media::MediaClass;
 pub use options::{Durability, KvsOptions, Options};
 pub use recovery::RecoveryReport;
 pub use stats::{MediaStats, Stats};
+pub use txn::{Transaction, TxnIter, TxnOptions};

@@ -24,8 +24,8 @@ impl SnapshotRegistry {
         self.max.fetch_max(seqno, Ordering::SeqCst);
     }
 
-    /// Releases a reader; returns the open seqnos afterwards, for pruning old versions.
-    pub fn release(&self, seqno: u64) -> Vec<u64> {
+    /// Releases a reader.
+    pub fn release(&self, seqno: u64) {
         let mut open = self.open.lock();
         if let Some(slot) = open.get_mut(&seqno) {
             slot.0 -= 1;
@@ -37,7 +37,13 @@ impl SnapshotRegistry {
             open.keys().next_back().copied().unwrap_or(0),
             Ordering::SeqCst,
         );
-        open.keys().copied().collect()
+    }
+
+    /// The seqnos of open snapshots, sorted. To prune old versions of an index, read this while
+    /// holding that index's write lock: a snapshot registered later cannot see any version
+    /// already retired, and no version can be retired for it during the prune.
+    pub fn open_seqnos(&self) -> Vec<u64> {
+        self.open.lock().keys().copied().collect()
     }
 
     /// The newest open snapshot's seqno, or 0.
@@ -76,11 +82,14 @@ mod tests {
         registry.register(9);
         registry.register(9);
         assert_eq!(registry.max(), 9);
-        assert_eq!(registry.release(9), vec![5, 9]);
-        assert_eq!(registry.release(9), vec![5]);
+        registry.release(9);
+        assert_eq!(registry.open_seqnos(), vec![5, 9]);
+        registry.release(9);
+        assert_eq!(registry.open_seqnos(), vec![5]);
         assert_eq!(registry.max(), 5);
         assert_eq!(registry.summary().0, 1);
-        assert!(registry.release(5).is_empty());
+        registry.release(5);
+        assert!(registry.open_seqnos().is_empty());
         assert_eq!(registry.max(), 0);
     }
 

@@ -66,7 +66,13 @@ impl Engine for LmdbEngine {
     ) -> Result<usize> {
         let transaction = self.env.read_txn()?;
         let mut read = 0;
-        let range = (Bound::Included(start), Bound::Unbounded);
+        // LMDB rejects empty keys, even as a bound; an empty start means "from the first key".
+        let lower = if start.is_empty() {
+            Bound::Unbounded
+        } else {
+            Bound::Included(start)
+        };
+        let range = (lower, Bound::Unbounded);
         for item in self.db.range(&transaction, &range)?.take(count) {
             let (key, value) = item?;
             visit(key, value);
