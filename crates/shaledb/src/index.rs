@@ -228,6 +228,9 @@ impl KvsIndex {
         limit: usize,
         reverse: bool,
     ) -> Vec<(Key, Entry)> {
+        if crate::iter::is_empty_range(lower, upper) {
+            return Vec::new();
+        }
         let range = (lower, upper);
         let mut out = Vec::with_capacity(limit.min(256));
         let newest = self.newest.range::<[u8], _>(range);

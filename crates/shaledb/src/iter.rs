@@ -36,6 +36,18 @@ pub(crate) fn prefix_bounds(prefix: &[u8]) -> OwnedBounds {
     (Bound::Included(prefix.to_vec()), Bound::Unbounded)
 }
 
+/// Whether `lower..upper` holds no key at all (inverted, or empty between excluded bounds);
+/// `BTreeMap::range` panics on such ranges, so callers check first.
+pub(crate) fn is_empty_range<T: Ord + ?Sized>(lower: Bound<&T>, upper: Bound<&T>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(low), Bound::Included(high)) => low > high,
+        (Bound::Included(low), Bound::Excluded(high))
+        | (Bound::Excluded(low), Bound::Included(high))
+        | (Bound::Excluded(low), Bound::Excluded(high)) => low >= high,
+        _ => false,
+    }
+}
+
 fn as_slice_bound(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match bound {
         Bound::Included(key) => Bound::Included(key.as_slice()),
@@ -203,6 +215,17 @@ impl DoubleEndedIterator for Iter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_and_inverted_ranges_are_recognized() {
+        let (a, b): (&[u8], &[u8]) = (b"a", b"b");
+        assert!(is_empty_range(Bound::Included(b), Bound::Excluded(a)));
+        assert!(is_empty_range(Bound::Excluded(a), Bound::Excluded(a)));
+        assert!(is_empty_range(Bound::Included(a), Bound::Excluded(a)));
+        assert!(!is_empty_range(Bound::Included(a), Bound::Included(a)));
+        assert!(!is_empty_range(Bound::Included(a), Bound::Excluded(b)));
+        assert!(!is_empty_range(Bound::Unbounded, Bound::Excluded(a)));
+    }
 
     #[test]
     fn prefix_bounds_handle_high_bytes() {

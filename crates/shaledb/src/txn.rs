@@ -253,10 +253,13 @@ impl Transaction {
             Bound::Unbounded => Bound::Included((kvs.state.id, Vec::new())),
             bound => as_ref(bound),
         };
-        let upper = match &bounds.1 {
+        let mut upper = match &bounds.1 {
             Bound::Unbounded => Bound::Excluded((kvs.state.id + 1, Vec::new())),
             bound => as_ref(bound),
         };
+        if crate::iter::is_empty_range(lower.as_ref(), upper.as_ref()) {
+            upper = lower.clone();
+        }
         let overlay = self
             .writes
             .range((lower, upper))

@@ -208,3 +208,21 @@ fn multi_get_and_batches_across_kvs() {
     assert_eq!(got, vec![Some(bytes::Bytes::from_static(b"1")), None, None]);
     assert_eq!(b.get(b"y").unwrap().as_deref(), Some(&b"2"[..]));
 }
+
+#[test]
+fn inverted_ranges_and_seeks_past_the_end_yield_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    for key in ["a", "b", "c"] {
+        kvs.put(key, "v").unwrap();
+    }
+    assert_eq!(kvs.range(b"c".as_slice()..b"a".as_slice()).count(), 0);
+    assert_eq!(kvs.range(b"b".as_slice()..b"b".as_slice()).count(), 0);
+    assert_eq!(kvs.range(b"c".as_slice()..b"a".as_slice()).rev().count(), 0);
+    let mut bounded = kvs.range(b"a".as_slice()..b"b".as_slice());
+    bounded.seek(b"c");
+    assert!(bounded.next().is_none());
+    let txn = db.begin().unwrap();
+    assert_eq!(txn.range(&kvs, b"c".as_slice()..b"a".as_slice()).count(), 0);
+}
