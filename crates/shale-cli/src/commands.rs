@@ -187,12 +187,32 @@ fn info(db: &Db, json: bool, out: &mut impl Write) -> Result<()> {
     for media in &stats.media {
         writeln!(
             out,
-            "  {:<13} {} segments, {:.1} MiB; written {:.1} MiB, read {:.1} MiB",
+            "  {:<13} {} segments, {:.1} MiB on media",
             media.class,
             media.segments,
-            mib(media.segment_bytes),
+            mib(media.segment_bytes)
+        )?;
+        writeln!(
+            out,
+            "                written {:.1} MiB (clients {:.1}, cleaning {:.1}, checkpoints {:.1}); read {:.1} MiB (gets {:.1}, scans {:.1}, cleaning {:.1})",
             mib(media.bytes_written),
-            mib(media.bytes_read)
+            mib(media.bytes_written_by_clients),
+            mib(media.bytes_written_by_cleaning),
+            mib(media.bytes_written_by_checkpoints),
+            mib(media.bytes_read),
+            mib(media.bytes_read_by_gets),
+            mib(media.bytes_read_by_scans),
+            mib(media.bytes_read_by_cleaning)
+        )?;
+    }
+    for head in &stats.segments_by_head {
+        writeln!(
+            out,
+            "  {:<13} {} segments, {:.1} MiB, {:.1} MiB live",
+            head.head,
+            head.segments,
+            mib(head.segment_bytes),
+            mib(head.live_bytes)
         )?;
     }
     writeln!(out, "direct I/O      {}", stats.direct_io)?;
@@ -204,8 +224,9 @@ fn info(db: &Db, json: bool, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "cleaner         {} segments cleaned, {:.1} MiB copied, {} tombstones dropped",
+        "cleaner         {} segments cleaned (average live fraction {:.2}), {:.1} MiB copied, {} tombstones dropped",
         stats.cleaner_segments_cleaned,
+        stats.cleaner_live_fraction_avg,
         mib(stats.cleaner_bytes_copied),
         stats.cleaner_tombstones_dropped
     )?;

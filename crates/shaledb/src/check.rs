@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::index::{Entry, Key};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::segment::{scan_records, SegmentId};
+use crate::stats::ReadPurpose;
 use std::collections::HashMap;
 
 /// What `check` found.
@@ -37,8 +38,7 @@ impl CheckReport {
 pub fn check(inner: &Inner) -> Result<CheckReport> {
     // The cleaner moves records; it must not run between reading the index and the media.
     let _no_cleaning = inner.cleaner_lock.lock();
-    inner.client_head.flush(false)?;
-    inner.cleaner_head.flush(false)?;
+    inner.flush_all(false)?;
     let mut report = CheckReport::default();
     // Every version the indexes hold, by segment and offset, so one sequential pass per
     // segment verifies both the records and the entries pointing at them.
@@ -74,36 +74,42 @@ pub fn check(inner: &Inner) -> Result<CheckReport> {
         let mut next = 0;
         let mut live_bytes = 0;
         let path = segment.path().display().to_string();
-        let summary = scan_records(&segment.file, SEGMENT_HEADER_BYTES, |offset, record| {
-            report.records += 1;
-            report.record_bytes += record.encoded_len() as u64;
-            while next < wanted.len() && u64::from(wanted[next].entry.location.offset) < offset {
-                let item = &wanted[next];
-                report.index_errors.push(format!(
-                    "{}: no valid record at {path} offset {}",
-                    describe(item),
-                    item.entry.location.offset
-                ));
-                next += 1;
-            }
-            if next < wanted.len() && u64::from(wanted[next].entry.location.offset) == offset {
-                let item = &wanted[next];
-                let matches = record.kind.has_value()
-                    && record.kvs_id == item.kvs_id
-                    && record.key == &item.key[..]
-                    && record.seqno == item.entry.seqno
-                    && record.encoded_len() == item.entry.location.len as usize;
-                if !matches {
+        let summary = scan_records(
+            &segment.file,
+            SEGMENT_HEADER_BYTES,
+            ReadPurpose::Other,
+            |offset, record| {
+                report.records += 1;
+                report.record_bytes += record.encoded_len() as u64;
+                while next < wanted.len() && u64::from(wanted[next].entry.location.offset) < offset
+                {
+                    let item = &wanted[next];
                     report.index_errors.push(format!(
-                        "{}: {path} offset {offset} holds another record",
-                        describe(item)
+                        "{}: no valid record at {path} offset {}",
+                        describe(item),
+                        item.entry.location.offset
                     ));
+                    next += 1;
                 }
-                live_bytes += u64::from(item.entry.location.len);
-                next += 1;
-            }
-            Ok(())
-        })?;
+                if next < wanted.len() && u64::from(wanted[next].entry.location.offset) == offset {
+                    let item = &wanted[next];
+                    let matches = record.kind.has_value()
+                        && record.kvs_id == item.kvs_id
+                        && record.key == &item.key[..]
+                        && record.seqno == item.entry.seqno
+                        && record.encoded_len() == item.entry.location.len as usize;
+                    if !matches {
+                        report.index_errors.push(format!(
+                            "{}: {path} offset {offset} holds another record",
+                            describe(item)
+                        ));
+                    }
+                    live_bytes += u64::from(item.entry.location.len);
+                    next += 1;
+                }
+                Ok(())
+            },
+        )?;
         for item in &wanted[next..] {
             report.index_errors.push(format!(
                 "{}: no valid record at {path} offset {}",

@@ -22,7 +22,8 @@ use crate::index::{Entry, Key};
 use crate::log::Location;
 use crate::media::sync_dir;
 use crate::media::MediaClass;
-use crate::segment::SegmentId;
+use crate::segment::{HeadKind, SegmentId};
+use crate::stats::WritePurpose;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -233,8 +234,10 @@ impl crate::db::Inner {
         self.poison.check()?;
         // Replay positions, taken with both heads locked so no record is half-appended.
         let (covered_seqno, lsn, replay_from) = {
-            let client = self.client_head.lock();
-            let _cleaner = self.cleaner_head.lock();
+            // Lock order: client head, then the cleaner heads (invariant I4).
+            let client = self.client_head().lock();
+            let _young = self.head(HeadKind::CleanerYoung).lock();
+            let _old = self.head(HeadKind::CleanerOld).lock();
             let positions: Vec<(SegmentId, u64)> = self
                 .segments
                 .all()
@@ -268,8 +271,7 @@ impl crate::db::Inner {
         }
         let bytes = encoder.finish();
         // Everything the scan saw must be durable before the checkpoint names it.
-        self.client_head.flush(true)?;
-        self.cleaner_head.flush(true)?;
+        self.flush_all(true)?;
         store(&self.home, &bytes)?;
         self.counters.checkpoints_written.add(1);
         self.counters
@@ -277,7 +279,7 @@ impl crate::db::Inner {
             .add(bytes.len() as u64);
         self.counters
             .media(MediaClass::Capacity)
-            .add_written(bytes.len() as u64);
+            .add_written(WritePurpose::Checkpoint, bytes.len() as u64);
         self.covered_seqno.store(covered_seqno, Ordering::SeqCst);
         self.checkpoint_lsn.store(lsn, Ordering::Relaxed);
         Ok(())

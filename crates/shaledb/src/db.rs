@@ -15,7 +15,7 @@ use crate::record::{self, RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::recovery::{self, RecoveryReport};
 use crate::segment::{HeadKind, SegmentMeta, SegmentTable};
 use crate::snapshot::SnapshotRegistry;
-use crate::stats::{Counters, MediaStats, Stats};
+use crate::stats::{Counters, HeadStats, MediaStats, ReadPurpose, Stats, WritePurpose};
 use crate::txn::{ConflictTracker, Transaction, TxnOptions};
 use crate::worker::Workers;
 use bytes::Bytes;
@@ -50,8 +50,8 @@ pub(crate) struct Inner {
     kvs: RwLock<HashMap<String, Arc<KvsState>>>,
     kvs_by_id: RwLock<HashMap<u32, Arc<KvsState>>>,
     pub segments: Arc<SegmentTable>,
-    pub client_head: LogHead,
-    pub cleaner_head: LogHead,
+    /// Log heads, indexed by `HeadKind as usize`: client writes, then the cleaner's tiers.
+    pub heads: [LogHead; 3],
     pub next_seqno: Arc<AtomicU64>,
     /// Every commit with a seqno up to this one is fully applied to the indexes.
     pub visible_seqno: AtomicU64,
@@ -223,8 +223,11 @@ impl Db {
                 next_seqno: next_seqno.clone(),
             })
         };
-        let client_head = head(HeadKind::Client)?;
-        let cleaner_head = head(HeadKind::Cleaner)?;
+        let heads = [
+            head(HeadKind::Client)?,
+            head(HeadKind::CleanerYoung)?,
+            head(HeadKind::CleanerOld)?,
+        ];
         let mut indexes = recovered.indexes;
         let mut kvs = HashMap::new();
         let mut kvs_by_id = HashMap::new();
@@ -249,8 +252,7 @@ impl Db {
             kvs: RwLock::new(kvs),
             kvs_by_id: RwLock::new(kvs_by_id),
             segments,
-            client_head,
-            cleaner_head,
+            heads,
             next_seqno,
             visible_seqno: AtomicU64::new(visible),
             covered_seqno: AtomicU64::new(recovered.covered_seqno),
@@ -426,8 +428,7 @@ impl Db {
     /// Makes every acknowledged write durable (`fdatasync`).
     pub fn sync(&self) -> Result<()> {
         self.inner.check_open()?;
-        self.inner.client_head.flush(true)?;
-        self.inner.cleaner_head.flush(true)
+        self.inner.flush_all(true)
     }
 
     /// Runs the cleaner now over every segment holding dead data; returns the segments freed.
@@ -476,8 +477,7 @@ impl Db {
         workers.stop(&self.inner);
         let result = (|| {
             self.inner.poison.check()?;
-            self.inner.client_head.flush(true)?;
-            self.inner.cleaner_head.flush(true)?;
+            self.inner.flush_all(true)?;
             self.inner.write_checkpoint()
         })();
         self.inner.closed.store(true, Ordering::Release);
@@ -519,6 +519,19 @@ impl Inner {
         Ok(())
     }
 
+    pub fn head(&self, kind: HeadKind) -> &LogHead {
+        &self.heads[kind as usize]
+    }
+
+    pub fn client_head(&self) -> &LogHead {
+        self.head(HeadKind::Client)
+    }
+
+    /// Writes out (and with `sync`, makes durable) everything every head appended.
+    pub fn flush_all(&self, sync: bool) -> Result<()> {
+        self.heads.iter().try_for_each(|head| head.flush(sync))
+    }
+
     pub fn kvs_by_id(&self, id: u32) -> Option<Arc<KvsState>> {
         self.kvs_by_id.read().get(&id).cloned()
     }
@@ -543,7 +556,7 @@ impl Inner {
     /// Takes a snapshot and runs `also(seqno)` while no commit can happen.
     pub(crate) fn take_snapshot_then(self: &Arc<Self>, also: impl FnOnce(u64)) -> Snapshot {
         // Registering under the client head's lock orders the snapshot against every commit.
-        let _commits_paused = self.client_head.lock();
+        let _commits_paused = self.client_head().lock();
         let seqno = self.visible_seqno.load(Ordering::SeqCst);
         self.snapshots.register(seqno);
         also(seqno);
@@ -603,7 +616,7 @@ impl Inner {
             .map(|op| record::encoded_len(op.key.len(), op.value.len()))
             .sum();
         let mut encoded = Vec::with_capacity(total_bytes);
-        let mut appender = self.client_head.lock();
+        let mut appender = self.client_head().lock();
         validate(&self.conflicts)?;
         appender.reserve(total_bytes)?;
         let segment = appender.segment().clone();
@@ -657,7 +670,7 @@ impl Inner {
         let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
         self.counters.user_bytes_written.add(user_bytes as u64);
         if self.options.durability == Durability::Sync {
-            self.client_head.wait_durable(lsn)?;
+            self.client_head().wait_durable(lsn)?;
         }
         Ok(())
     }
@@ -707,7 +720,7 @@ impl Inner {
             let Some(entry) = entry else {
                 return Ok(None);
             };
-            if let Some(value) = self.read_value(kvs.id, key, entry)? {
+            if let Some(value) = self.read_value(kvs.id, key, entry, ReadPurpose::Get)? {
                 return Ok(Some(value));
             }
         }
@@ -719,7 +732,13 @@ impl Inner {
 
     /// Reads the value of the version `entry` of `key`: from the cache, the write buffer, or
     /// one device read. `Ok(None)` means its segment was freed meanwhile: look the key up again.
-    pub fn read_value(&self, kvs_id: u32, key: &[u8], entry: Entry) -> Result<Option<Bytes>> {
+    pub fn read_value(
+        &self,
+        kvs_id: u32,
+        key: &[u8],
+        entry: Entry,
+        purpose: ReadPurpose,
+    ) -> Result<Option<Bytes>> {
         if let Some(value) = self.cache.get(entry.seqno) {
             self.counters.cache_hits.add(1);
             return Ok(Some(value));
@@ -729,10 +748,7 @@ impl Inner {
         let Some(segment) = self.segments.get(location.segment) else {
             return Ok(None);
         };
-        let head = match segment.header.head {
-            HeadKind::Client => &self.client_head,
-            HeadKind::Cleaner => &self.cleaner_head,
-        };
+        let head = self.head(segment.header.head);
         let bytes = match head.read_buffered(&segment, location) {
             Some(bytes) => {
                 self.counters.write_buffer_hits.add(1);
@@ -740,9 +756,11 @@ impl Inner {
             }
             None => {
                 self.counters.get_device_reads.add(1);
-                segment
-                    .file
-                    .read_exact_at(u64::from(location.offset), location.len as usize)?
+                segment.file.read_exact_at(
+                    u64::from(location.offset),
+                    location.len as usize,
+                    purpose,
+                )?
             }
         };
         let corrupt =
@@ -769,17 +787,35 @@ impl Inner {
         let mut media: Vec<MediaStats> = MediaClass::ALL
             .iter()
             .map(|&class| {
-                let (bytes_written, bytes_read) = self.counters.media(class).snapshot();
+                let counters = self.counters.media(class);
+                let (bytes_written, bytes_read) = counters.snapshot();
                 MediaStats {
                     class: class.name(),
                     bytes_written,
+                    bytes_written_by_clients: counters.written(WritePurpose::Client),
+                    bytes_written_by_cleaning: counters.written(WritePurpose::Cleaning),
+                    bytes_written_by_checkpoints: counters.written(WritePurpose::Checkpoint),
                     bytes_read,
+                    bytes_read_by_gets: counters.read(ReadPurpose::Get),
+                    bytes_read_by_scans: counters.read(ReadPurpose::Scan),
+                    bytes_read_by_cleaning: counters.read(ReadPurpose::Cleaning),
                     ..MediaStats::default()
                 }
             })
             .collect();
         let mut live_bytes = 0;
+        let mut segments_by_head: Vec<HeadStats> = HeadKind::ALL
+            .iter()
+            .map(|head| HeadStats {
+                head: head.name(),
+                ..HeadStats::default()
+            })
+            .collect();
         for segment in &segments {
+            let head = &mut segments_by_head[segment.header.head as usize];
+            head.segments += 1;
+            head.segment_bytes += segment.disk_bytes();
+            head.live_bytes += segment.live_bytes();
             let class = &mut media[segment.header.class as usize];
             class.segment_bytes += segment.disk_bytes();
             class.segments += 1;
@@ -812,6 +848,13 @@ impl Inner {
             cleaner_segments_cleaned: counters.cleaner_segments_cleaned.get(),
             cleaner_bytes_copied: counters.cleaner_bytes_copied.get(),
             cleaner_tombstones_dropped: counters.cleaner_tombstones_dropped.get(),
+            cleaner_live_fraction_avg: match counters.cleaner_segments_cleaned.get() {
+                0 => 0.0,
+                cleaned => {
+                    counters.cleaner_live_fraction_micros.get() as f64 / 1e6 / cleaned as f64
+                }
+            },
+            segments_by_head,
             snapshots_open,
             oldest_snapshot_age_secs,
             next_seqno: self.next_seqno.load(Ordering::SeqCst),

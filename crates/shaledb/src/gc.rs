@@ -1,34 +1,56 @@
 //! The cleaner (garbage collection): copies the live records of a segment to the cleaner's own
 //! log head, then frees the segment.
 //!
-//! Policy here is simple and greedy (least live first) and runs only while the KVDB holds more
-//! dead data than `space_target_live_ratio` allows; the mechanism (liveness by compare-and-swap
-//! on the index, tombstone dropping, durable copies before the free) is what later policies
-//! build on.
+//! Victims are chosen by cost-benefit (see [`cost_benefit`]) while the KVDB holds more dead data
+//! than `space_target_live_ratio` allows. Survivors are tiered by generation: records leaving a
+//! client segment go to the young cleaner head, records cleaned again go to the old one, so
+//! cold data collects in segments that rarely need cleaning and never mixes with fresh writes.
 
 use crate::db::Inner;
 use crate::error::Result;
 use crate::index::Liveness;
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::log::Location;
+use crate::log::{Location, LogHead};
 use crate::media::sync_dir;
 use crate::record::{self, RecordKind, RecordRef};
 use crate::segment::{scan_records, SegmentMeta};
+use crate::stats::ReadPurpose;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A segment is not worth cleaning when more than this fraction of it is live.
 const VICTIM_LIVE_RATIO_MAX: f64 = 0.95;
 
-/// Segments the cleaner may pick: sealed, not damaged, not the active segment of a head.
+/// Cost-benefit score of cleaning `segment` now (the LFS policy): the space freed, 1 - u,
+/// times the age of its data, over the cost of reading the segment and rewriting its live
+/// part, 1 + u. Old, mostly dead segments go first; young ones get time for more of their data
+/// to die. Age is measured in sequence numbers since the segment was created.
+pub fn cost_benefit(segment: &SegmentMeta, next_seqno: u64) -> f64 {
+    let age = next_seqno
+        .saturating_sub(segment.header.created_seqno)
+        .max(1);
+    score(segment.live_ratio(), age)
+}
+
+/// (1 - u) * age / (1 + u), with u clamped to [0, 1].
+fn score(live_ratio: f64, age: u64) -> f64 {
+    let u = live_ratio.clamp(0.0, 1.0);
+    (1.0 - u) * age as f64 / (1.0 + u)
+}
+
+/// Segments the cleaner may pick (sealed, not damaged; active segments are never sealed), best
+/// cost-benefit score first.
 fn candidates(inner: &Inner) -> Vec<Arc<SegmentMeta>> {
-    let mut segments: Vec<_> = inner
+    let next_seqno = inner.next_seqno.load(Ordering::SeqCst);
+    let mut segments: Vec<(f64, Arc<SegmentMeta>)> = inner
         .segments
         .all()
         .into_iter()
         .filter(|segment| segment.is_sealed() && !segment.is_quarantined())
+        .map(|segment| (cost_benefit(&segment, next_seqno), segment))
         .collect();
-    segments.sort_by(|left, right| left.live_ratio().total_cmp(&right.live_ratio()));
-    segments
+    segments.sort_by(|left, right| right.0.total_cmp(&left.0));
+    segments.into_iter().map(|(_, segment)| segment).collect()
 }
 
 /// One step of background cleaning: frees a segment if the KVDB is over its space target.
@@ -52,8 +74,9 @@ pub fn clean_step(inner: &Inner) -> Result<bool> {
 /// were freed.
 pub fn compact(inner: &Inner) -> Result<u64> {
     let _one_pass = inner.cleaner_lock.lock();
-    inner.client_head.seal_active()?;
-    inner.cleaner_head.seal_active()?;
+    for head in &inner.heads {
+        head.seal_active()?;
+    }
     let mut freed = 0;
     for victim in candidates(inner) {
         if victim.live_ratio() < 1.0 && clean_segment(inner, &victim)? {
@@ -81,47 +104,54 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
         .min()
         .unwrap_or(u64::MAX);
     let tombstone_droppable = |seqno: u64| seqno < covered_seqno && oldest_other_created > seqno;
+    let destination = inner.head(victim.header.head.cleaning_destination());
+    let live_fraction_micros = (victim.live_ratio().min(1.0) * 1e6) as u64;
     let mut encoded = Vec::new();
-    let summary = scan_records(&victim.file, SEGMENT_HEADER_BYTES, |offset, record| {
-        let from = Location {
-            segment: victim.id(),
-            offset: offset as u32,
-            len: record.encoded_len() as u32,
-        };
-        let Some(kvs) = inner.kvs_by_id(record.kvs_id) else {
-            return Ok(()); // its KVS was dropped
-        };
-        match record.kind {
-            RecordKind::Put | RecordKind::SnapshotCopy => {
-                // Holding the index lock across the append makes the move a compare-and-swap:
-                // a concurrent overwrite either happened before (the record is dead) or waits.
-                let mut index = kvs.index.write();
-                let kind = match index.liveness(record.key, record.seqno, from) {
-                    Liveness::Dead => return Ok(()),
-                    Liveness::Newest => RecordKind::Put,
-                    Liveness::Snapshot => RecordKind::SnapshotCopy,
-                };
-                let to = copy_record(inner, &mut encoded, record, kind)?;
-                let moved = index.relocate(record.key, record.seqno, from, to);
-                debug_assert!(
-                    moved,
-                    "the index lock is held, so the version cannot have changed"
-                );
-                victim.sub_live(u64::from(from.len));
-                if let Some(segment) = inner.segments.get(to.segment) {
-                    segment.add_live(u64::from(to.len));
+    let summary = scan_records(
+        &victim.file,
+        SEGMENT_HEADER_BYTES,
+        ReadPurpose::Cleaning,
+        |offset, record| {
+            let from = Location {
+                segment: victim.id(),
+                offset: offset as u32,
+                len: record.encoded_len() as u32,
+            };
+            let Some(kvs) = inner.kvs_by_id(record.kvs_id) else {
+                return Ok(()); // its KVS was dropped
+            };
+            match record.kind {
+                RecordKind::Put | RecordKind::SnapshotCopy => {
+                    // Holding the index lock across the append makes the move a compare-and-swap:
+                    // a concurrent overwrite either happened before (the record is dead) or waits.
+                    let mut index = kvs.index.write();
+                    let kind = match index.liveness(record.key, record.seqno, from) {
+                        Liveness::Dead => return Ok(()),
+                        Liveness::Newest => RecordKind::Put,
+                        Liveness::Snapshot => RecordKind::SnapshotCopy,
+                    };
+                    let to = copy_record(inner, destination, &mut encoded, record, kind)?;
+                    let moved = index.relocate(record.key, record.seqno, from, to);
+                    debug_assert!(
+                        moved,
+                        "the index lock is held, so the version cannot have changed"
+                    );
+                    victim.sub_live(u64::from(from.len));
+                    if let Some(segment) = inner.segments.get(to.segment) {
+                        segment.add_live(u64::from(to.len));
+                    }
+                }
+                RecordKind::Tombstone | RecordKind::PrefixTombstone => {
+                    if tombstone_droppable(record.seqno) {
+                        inner.counters.cleaner_tombstones_dropped.add(1);
+                    } else {
+                        copy_record(inner, destination, &mut encoded, record, record.kind)?;
+                    }
                 }
             }
-            RecordKind::Tombstone | RecordKind::PrefixTombstone => {
-                if tombstone_droppable(record.seqno) {
-                    inner.counters.cleaner_tombstones_dropped.add(1);
-                } else {
-                    copy_record(inner, &mut encoded, record, record.kind)?;
-                }
-            }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     if !summary.corruptions.is_empty() {
         tracing::error!(segment = %victim.path().display(), corruptions = ?summary.corruptions,
             "not freeing a segment with corrupt records");
@@ -129,7 +159,7 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
         return Ok(false);
     }
     // The copies must be durable before the originals go.
-    inner.cleaner_head.flush(true)?;
+    destination.flush(true)?;
     inner.segments.remove(victim.id());
     std::fs::remove_file(victim.path())
         .map_err(|error| crate::Error::io(format!("remove {}", victim.path().display()), error))?;
@@ -140,6 +170,10 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
             .expect("segments live in a directory"),
     )?;
     inner.counters.cleaner_segments_cleaned.add(1);
+    inner
+        .counters
+        .cleaner_live_fraction_micros
+        .add(live_fraction_micros);
     debug_assert_eq!(
         victim.live_bytes(),
         0,
@@ -148,9 +182,10 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
     Ok(true)
 }
 
-/// Appends `record` as `kind`, outside any batch, to the cleaner head.
+/// Appends `record` as `kind`, outside any batch, to the cleaner head `destination`.
 fn copy_record(
     inner: &Inner,
+    destination: &LogHead,
     encoded: &mut Vec<u8>,
     record: &RecordRef<'_>,
     kind: RecordKind,
@@ -164,7 +199,7 @@ fn copy_record(
             ..*record
         },
     );
-    let mut appender = inner.cleaner_head.lock();
+    let mut appender = destination.lock();
     appender.reserve(encoded.len())?;
     let location = appender.append(encoded);
     inner
@@ -172,4 +207,27 @@ fn copy_record(
         .cleaner_bytes_copied
         .add(encoded.len() as u64);
     Ok(location)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::score;
+
+    #[test]
+    fn cost_benefit_prefers_old_and_empty_segments() {
+        assert!(
+            score(0.5, 1000) > score(0.5, 10),
+            "older wins at equal utilization"
+        );
+        assert!(
+            score(0.2, 100) > score(0.6, 100),
+            "emptier wins at equal age"
+        );
+        assert!(
+            score(0.6, 10_000) > score(0.2, 100),
+            "age can outweigh utilization"
+        );
+        assert_eq!(score(1.0, 1_000_000), 0.0, "a full segment frees nothing");
+        assert_eq!(score(1.3, 10), 0.0, "utilization is clamped");
+    }
 }

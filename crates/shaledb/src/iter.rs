@@ -6,6 +6,7 @@
 use crate::db::{Kvs, Snapshot};
 use crate::error::Result;
 use crate::index::{Entry, Key};
+use crate::stats::ReadPurpose;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
@@ -185,7 +186,7 @@ impl Iter {
 
     fn read(&self, key: &[u8], entry: Entry) -> Result<Bytes> {
         let db = &self.kvs.db;
-        if let Some(value) = db.read_value(self.kvs.state.id, key, entry)? {
+        if let Some(value) = db.read_value(self.kvs.state.id, key, entry, ReadPurpose::Scan)? {
             return Ok(value);
         }
         // The cleaner moved the record: look it up again at the same snapshot.

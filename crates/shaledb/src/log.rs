@@ -19,7 +19,7 @@ use crate::poison::Poison;
 use crate::segment::{
     segment_file_name, HeadKind, SegmentHeader, SegmentId, SegmentMeta, SegmentTable,
 };
-use crate::stats::MediaCounters;
+use crate::stats::{MediaCounters, WritePurpose};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -214,10 +214,11 @@ impl LogHead {
         }
         state.flushing = true;
         let file = state.segment.file.clone();
+        let purpose = write_purpose(self.config.kind);
         let inflight = has_data.then(|| self.take_tail(state));
         let result = MutexGuard::unlocked(state, || {
             if let Some((buf, base, _)) = &inflight {
-                file.write_at(*base, buf.padded())?;
+                file.write_at(*base, buf.padded(), purpose)?;
             }
             if sync {
                 file.sync()?;
@@ -305,6 +306,14 @@ impl LogHead {
     }
 }
 
+/// What a head's writes count as.
+fn write_purpose(kind: HeadKind) -> WritePurpose {
+    match kind {
+        HeadKind::Client => WritePurpose::Client,
+        HeadKind::CleanerYoung | HeadKind::CleanerOld => WritePurpose::Cleaning,
+    }
+}
+
 fn create_segment(config: &HeadConfig) -> Result<Arc<SegmentMeta>> {
     let header = SegmentHeader {
         id: config.segments.allocate_id(),
@@ -319,6 +328,7 @@ fn create_segment(config: &HeadConfig) -> Result<Arc<SegmentMeta>> {
         config.direct_io,
         config.counters.clone(),
         &header.encode(),
+        write_purpose(config.kind),
     )?;
     sync_dir(dir)?;
     let segment = Arc::new(SegmentMeta::new(

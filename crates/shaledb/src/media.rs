@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::limits::PAGE_BYTES;
-use crate::stats::MediaCounters;
+use crate::stats::{MediaCounters, ReadPurpose, WritePurpose};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -143,6 +143,7 @@ impl SegmentFile {
         direct_io: bool,
         counters: Arc<MediaCounters>,
         header: &AlignedBuf,
+        purpose: WritePurpose,
     ) -> Result<Self> {
         let file = Self::open_file(path, direct_io, true)?;
         let segment = SegmentFile {
@@ -151,7 +152,7 @@ impl SegmentFile {
             file: file.0,
             counters,
         };
-        segment.write_at(0, header.padded())?;
+        segment.write_at(0, header.padded(), purpose)?;
         segment.sync()?;
         Ok(segment)
     }
@@ -204,13 +205,13 @@ impl SegmentFile {
     }
 
     /// Writes page-aligned `data` at page-aligned `offset`.
-    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+    pub fn write_at(&self, offset: u64, data: &[u8], purpose: WritePurpose) -> Result<()> {
         debug_assert_eq!(offset % PAGE_BYTES as u64, 0);
         debug_assert_eq!(data.len() % PAGE_BYTES, 0);
         self.file.write_all_at(data, offset).map_err(|error| {
             Error::io(format!("write {} at {offset}", self.path.display()), error)
         })?;
-        self.counters.add_written(data.len() as u64);
+        self.counters.add_written(purpose, data.len() as u64);
         Ok(())
     }
 
@@ -223,7 +224,12 @@ impl SegmentFile {
 
     /// Reads whole pages starting at page-aligned `offset` into `buf`; returns the bytes read,
     /// which is short only at the end of the file.
-    pub fn read_pages(&self, offset: u64, buf: &mut AlignedBuf) -> Result<usize> {
+    pub fn read_pages(
+        &self,
+        offset: u64,
+        buf: &mut AlignedBuf,
+        purpose: ReadPurpose,
+    ) -> Result<usize> {
         debug_assert_eq!(offset % PAGE_BYTES as u64, 0);
         let window = buf.window_mut();
         let mut done = 0;
@@ -241,16 +247,16 @@ impl SegmentFile {
             }
         }
         buf.set_len(done);
-        self.counters.add_read(done as u64);
+        self.counters.add_read(purpose, done as u64);
         Ok(done)
     }
 
     /// Reads exactly `len` bytes at any `offset` with one aligned device read.
-    pub fn read_exact_at(&self, offset: u64, len: usize) -> Result<Bytes> {
+    pub fn read_exact_at(&self, offset: u64, len: usize, purpose: ReadPurpose) -> Result<Bytes> {
         let aligned = round_down_to_page(offset);
         let skip = (offset - aligned) as usize;
         let mut buf = AlignedBuf::zeroed(skip + len);
-        let read = self.read_pages(aligned, &mut buf)?;
+        let read = self.read_pages(aligned, &mut buf, purpose)?;
         if read < skip + len {
             return Err(Error::corruption(
                 &self.path,
@@ -299,17 +305,42 @@ mod tests {
         let counters = Arc::new(MediaCounters::default());
         let mut header = AlignedBuf::zeroed(PAGE_BYTES);
         header.extend_from_slice(b"header");
-        let file =
-            SegmentFile::create(&dir.path().join("seg"), true, counters.clone(), &header).unwrap();
+        let file = SegmentFile::create(
+            &dir.path().join("seg"),
+            true,
+            counters.clone(),
+            &header,
+            WritePurpose::Client,
+        )
+        .unwrap();
         let mut data = AlignedBuf::zeroed(3 * PAGE_BYTES);
         let pattern: Vec<u8> = (0..3 * PAGE_BYTES)
             .map(|index| (index % 251) as u8)
             .collect();
         data.extend_from_slice(&pattern);
-        file.write_at(PAGE_BYTES as u64, data.padded()).unwrap();
-        let got = file.read_exact_at(PAGE_BYTES as u64 + 4000, 300).unwrap();
+        file.write_at(PAGE_BYTES as u64, data.padded(), WritePurpose::Client)
+            .unwrap();
+        let got = file
+            .read_exact_at(PAGE_BYTES as u64 + 4000, 300, ReadPurpose::Get)
+            .unwrap();
         assert_eq!(&got[..], &pattern[4000..4300]);
-        assert!(file.read_exact_at(4 * PAGE_BYTES as u64 - 10, 100).is_err());
+        assert!(file
+            .read_exact_at(4 * PAGE_BYTES as u64 - 10, 100, ReadPurpose::Get)
+            .is_err());
         assert_eq!(counters.snapshot().0, 4 * PAGE_BYTES as u64);
+        assert_eq!(
+            counters.written(WritePurpose::Client),
+            4 * PAGE_BYTES as u64
+        );
+        assert_eq!(
+            counters.read(ReadPurpose::Get),
+            counters.snapshot().1,
+            "every read here was a get"
+        );
+        assert_eq!(
+            counters.read(ReadPurpose::Get),
+            3 * PAGE_BYTES as u64,
+            "a record straddling a page boundary reads two pages in one read"
+        );
     }
 }

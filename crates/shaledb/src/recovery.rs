@@ -16,7 +16,7 @@ use crate::record::{RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{
     parse_segment_file_name, scan_records, SegmentHeader, SegmentId, SegmentMeta,
 };
-use crate::stats::Counters;
+use crate::stats::{Counters, ReadPurpose};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -231,7 +231,7 @@ fn open_segments(
             let path = item.path();
             let file = SegmentFile::open(&path, direct_io, counters.media(class).clone())?;
             let mut page = AlignedBuf::zeroed(crate::limits::PAGE_BYTES);
-            file.read_pages(0, &mut page)?;
+            file.read_pages(0, &mut page, ReadPurpose::Other)?;
             match SegmentHeader::decode(page.as_slice(), &path) {
                 Ok(header) if header.id == id => {
                     segments.push(Arc::new(SegmentMeta::new(
@@ -274,28 +274,33 @@ fn replay_segment(
 ) -> Result<u64> {
     let mut batch: Vec<PendingRecord> = Vec::new();
     let id = segment.id();
-    let summary = scan_records(&segment.file, from, |offset, record: &RecordRef<'_>| {
-        report.records_replayed += 1;
-        report.bytes_replayed += record.encoded_len() as u64;
-        let pending = PendingRecord {
-            kind: record.kind,
-            kvs_id: record.kvs_id,
-            seqno: record.seqno,
-            key: record.key.into(),
-            location: Location {
-                segment: id,
-                offset: offset as u32,
-                len: record.encoded_len() as u32,
-            },
-        };
-        batch.push(pending);
-        if record.flags & FLAG_BATCH_CONTINUES == 0 {
-            for pending in batch.drain(..) {
-                replay.apply(pending);
+    let summary = scan_records(
+        &segment.file,
+        from,
+        ReadPurpose::Other,
+        |offset, record: &RecordRef<'_>| {
+            report.records_replayed += 1;
+            report.bytes_replayed += record.encoded_len() as u64;
+            let pending = PendingRecord {
+                kind: record.kind,
+                kvs_id: record.kvs_id,
+                seqno: record.seqno,
+                key: record.key.into(),
+                location: Location {
+                    segment: id,
+                    offset: offset as u32,
+                    len: record.encoded_len() as u32,
+                },
+            };
+            batch.push(pending);
+            if record.flags & FLAG_BATCH_CONTINUES == 0 {
+                for pending in batch.drain(..) {
+                    replay.apply(pending);
+                }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     if !batch.is_empty() {
         report.incomplete_batches_dropped += 1;
     }

@@ -7,7 +7,7 @@
 //!  0  8  magic "SHALESG1"
 //!  8  4  format version (1)
 //! 12  1  media class (0 staging, 1 capacity)
-//! 13  1  head (0 client writes, 1 cleaner output)
+//! 13  1  head (0 client writes, 1 cleaner output young tier, 2 cleaner output old tier)
 //! 14  2  zero
 //! 16  8  segment id
 //! 24  8  created_seqno: the next sequence number to be assigned when the segment was created
@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::limits::{PAGE_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use crate::media::{round_down_to_page, AlignedBuf, MediaClass, SegmentFile};
 use crate::record::{self, DecodeError, RecordRef};
+use crate::stats::ReadPurpose;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,15 +40,33 @@ pub struct SegmentId(pub u32);
 pub enum HeadKind {
     /// Fresh client writes.
     Client = 0,
-    /// Records the cleaner moved.
-    Cleaner = 1,
+    /// Records surviving their first cleaning (moved out of client segments).
+    CleanerYoung = 1,
+    /// Records surviving a second or later cleaning: the coldest data.
+    CleanerOld = 2,
 }
 
 impl HeadKind {
+    pub const ALL: [HeadKind; 3] = [
+        HeadKind::Client,
+        HeadKind::CleanerYoung,
+        HeadKind::CleanerOld,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             HeadKind::Client => "client",
-            HeadKind::Cleaner => "cleaner",
+            HeadKind::CleanerYoung => "cleaner-young",
+            HeadKind::CleanerOld => "cleaner-old",
+        }
+    }
+
+    /// Where the cleaner moves live records of a segment this head wrote: generational tiers,
+    /// so data that keeps surviving ends up together, away from data that dies young.
+    pub fn cleaning_destination(self) -> HeadKind {
+        match self {
+            HeadKind::Client => HeadKind::CleanerYoung,
+            HeadKind::CleanerYoung | HeadKind::CleanerOld => HeadKind::CleanerOld,
         }
     }
 }
@@ -98,7 +117,8 @@ impl SegmentHeader {
             MediaClass::from_byte(bytes[12]).ok_or_else(|| corrupt("unknown media class"))?;
         let head = match bytes[13] {
             0 => HeadKind::Client,
-            1 => HeadKind::Cleaner,
+            1 => HeadKind::CleanerYoung,
+            2 => HeadKind::CleanerOld,
             _ => return Err(corrupt("unknown head")),
         };
         let id = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
@@ -278,6 +298,7 @@ pub struct ScanSummary {
 pub fn scan_records(
     file: &SegmentFile,
     from: u64,
+    purpose: ReadPurpose,
     mut visit: impl FnMut(u64, &RecordRef<'_>) -> Result<()>,
 ) -> Result<ScanSummary> {
     let file_len = file.len_bytes()?;
@@ -294,7 +315,7 @@ pub fn scan_records(
         if !in_buf || offset + RECORD_HEADER_BYTES as u64 > buf_offset + buf.len() as u64 {
             buf_offset = round_down_to_page(offset);
             buf.clear();
-            file.read_pages(buf_offset, &mut buf)?;
+            file.read_pages(buf_offset, &mut buf, purpose)?;
         }
         // A record that continues past this chunk is re-read whole, once.
         let at = (offset - buf_offset) as usize;
@@ -307,7 +328,7 @@ pub fn scan_records(
                 } else {
                     buf.clear();
                 }
-                file.read_pages(buf_offset, &mut buf)?;
+                file.read_pages(buf_offset, &mut buf, purpose)?;
             }
         }
         let decoded = record::decode(&buf.as_slice()[(offset - buf_offset) as usize..]);
@@ -343,7 +364,7 @@ pub fn scan_records(
 mod tests {
     use super::*;
     use crate::record::RecordKind;
-    use crate::stats::MediaCounters;
+    use crate::stats::{MediaCounters, WritePurpose};
 
     fn write_segment(dir: &Path, records: &[(&[u8], &[u8])]) -> (SegmentFile, Vec<u8>) {
         let header = SegmentHeader {
@@ -357,6 +378,7 @@ mod tests {
             true,
             Arc::new(MediaCounters::default()),
             &header.encode(),
+            WritePurpose::Client,
         )
         .unwrap();
         let mut bytes = Vec::new();
@@ -375,16 +397,22 @@ mod tests {
         }
         let mut buf = AlignedBuf::zeroed(bytes.len());
         buf.extend_from_slice(&bytes);
-        file.write_at(SEGMENT_HEADER_BYTES, buf.padded()).unwrap();
+        file.write_at(SEGMENT_HEADER_BYTES, buf.padded(), WritePurpose::Client)
+            .unwrap();
         (file, bytes)
     }
 
     fn collect(file: &SegmentFile) -> (Vec<u64>, ScanSummary) {
         let mut seqnos = Vec::new();
-        let summary = scan_records(file, SEGMENT_HEADER_BYTES, |_, record| {
-            seqnos.push(record.seqno);
-            Ok(())
-        })
+        let summary = scan_records(
+            file,
+            SEGMENT_HEADER_BYTES,
+            ReadPurpose::Other,
+            |_, record| {
+                seqnos.push(record.seqno);
+                Ok(())
+            },
+        )
         .unwrap();
         (seqnos, summary)
     }
@@ -394,7 +422,7 @@ mod tests {
         let header = SegmentHeader {
             id: SegmentId(9),
             class: MediaClass::Staging,
-            head: HeadKind::Cleaner,
+            head: HeadKind::CleanerOld,
             created_seqno: 77,
         };
         let page = header.encode();
@@ -429,12 +457,13 @@ mod tests {
         let (file, _) = write_segment(dir.path(), &records);
         let second = SEGMENT_HEADER_BYTES + record::encoded_len(1, 1) as u64;
         let mut page = AlignedBuf::zeroed(PAGE_BYTES);
-        file.read_pages(SEGMENT_HEADER_BYTES, &mut page).unwrap();
+        file.read_pages(SEGMENT_HEADER_BYTES, &mut page, ReadPurpose::Other)
+            .unwrap();
         let mut bytes = page.as_slice().to_vec();
         bytes[(second - SEGMENT_HEADER_BYTES) as usize + RECORD_HEADER_BYTES] ^= 0xff;
         let mut patched = AlignedBuf::zeroed(PAGE_BYTES);
         patched.extend_from_slice(&bytes);
-        file.write_at(SEGMENT_HEADER_BYTES, patched.padded())
+        file.write_at(SEGMENT_HEADER_BYTES, patched.padded(), WritePurpose::Client)
             .unwrap();
         let (seqnos, summary) = collect(&file);
         assert_eq!(seqnos, vec![1, 3]);

@@ -4,28 +4,57 @@ use crate::media::MediaClass;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Bytes moved to and from one media class.
+/// Why bytes are written to media.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePurpose {
+    Client = 0,
+    Cleaning = 1,
+    Checkpoint = 2,
+}
+
+/// Why bytes are read from media.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPurpose {
+    Get = 0,
+    Scan = 1,
+    Cleaning = 2,
+    /// Recovery, check and headers.
+    Other = 3,
+}
+
+/// Bytes moved to and from one media class, by purpose.
 #[derive(Debug, Default)]
 pub struct MediaCounters {
-    bytes_written: AtomicU64,
-    bytes_read: AtomicU64,
+    written: [AtomicU64; 3],
+    read: [AtomicU64; 4],
 }
 
 impl MediaCounters {
-    pub fn add_written(&self, bytes: u64) {
-        self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+    pub fn add_written(&self, purpose: WritePurpose, bytes: u64) {
+        self.written[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
     }
 
-    pub fn add_read(&self, bytes: u64) {
-        self.bytes_read.fetch_add(bytes, Ordering::Relaxed);
+    pub fn add_read(&self, purpose: ReadPurpose, bytes: u64) {
+        self.read[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// (bytes written, bytes read)
+    pub fn written(&self, purpose: WritePurpose) -> u64 {
+        self.written[purpose as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn read(&self, purpose: ReadPurpose) -> u64 {
+        self.read[purpose as usize].load(Ordering::Relaxed)
+    }
+
+    /// (bytes written, bytes read), all purposes.
     pub fn snapshot(&self) -> (u64, u64) {
-        (
-            self.bytes_written.load(Ordering::Relaxed),
-            self.bytes_read.load(Ordering::Relaxed),
-        )
+        let sum = |counters: &[AtomicU64]| {
+            counters
+                .iter()
+                .map(|counter| counter.load(Ordering::Relaxed))
+                .sum()
+        };
+        (sum(&self.written), sum(&self.read))
     }
 }
 
@@ -56,6 +85,8 @@ pub struct Counters {
     pub cleaner_segments_cleaned: Counter,
     pub cleaner_bytes_copied: Counter,
     pub cleaner_tombstones_dropped: Counter,
+    /// Sum over cleaned segments of their live fraction when picked, in millionths.
+    pub cleaner_live_fraction_micros: Counter,
     pub checkpoints_written: Counter,
     pub checkpoint_bytes_written: Counter,
 }
@@ -71,10 +102,25 @@ impl Counters {
 pub struct MediaStats {
     pub class: &'static str,
     pub bytes_written: u64,
+    pub bytes_written_by_clients: u64,
+    pub bytes_written_by_cleaning: u64,
+    pub bytes_written_by_checkpoints: u64,
     pub bytes_read: u64,
+    pub bytes_read_by_gets: u64,
+    pub bytes_read_by_scans: u64,
+    pub bytes_read_by_cleaning: u64,
     /// Bytes of segment files on this class.
     pub segment_bytes: u64,
     pub segments: u64,
+}
+
+/// Segments written by one log head.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HeadStats {
+    pub head: &'static str,
+    pub segments: u64,
+    pub segment_bytes: u64,
+    pub live_bytes: u64,
 }
 
 /// A point-in-time copy of the engine's counters.
@@ -107,6 +153,10 @@ pub struct Stats {
     pub cleaner_segments_cleaned: u64,
     pub cleaner_bytes_copied: u64,
     pub cleaner_tombstones_dropped: u64,
+    /// Average live fraction of the segments the cleaner picked (0 when none).
+    pub cleaner_live_fraction_avg: f64,
+    /// Segments and their bytes by the head that wrote them: client, cleaner-young, cleaner-old.
+    pub segments_by_head: Vec<HeadStats>,
     /// Open snapshots, and the age in seconds of the oldest one.
     pub snapshots_open: u64,
     pub oldest_snapshot_age_secs: f64,

@@ -94,7 +94,7 @@ impl Workers {
     pub fn stop(self, inner: &Inner) {
         *self.stop.stopped.lock() = true;
         self.stop.wake.notify_all();
-        inner.client_head.wake_flusher();
+        inner.client_head().wake_flusher();
         for handle in self.handles {
             let _ = handle.join();
         }
@@ -112,15 +112,15 @@ fn run_flusher(inner: &Inner, stop: &StopSignal) {
             period.saturating_sub(last_sync.elapsed())
         });
         inner
-            .client_head
+            .client_head()
             .wait_for_chunk(until_sync.min(FLUSHER_IDLE));
         guarded(inner, "flusher", || {
-            inner.client_head.flush_if_chunk_pending()?;
+            inner.client_head().flush_if_chunk_pending()?;
             if let Some(period) = interval {
                 if last_sync.elapsed() >= period {
                     last_sync = Instant::now();
-                    if inner.client_head.has_undurable() {
-                        inner.client_head.flush(true)?;
+                    if inner.client_head().has_undurable() {
+                        inner.client_head().flush(true)?;
                     }
                 }
             }
@@ -139,7 +139,7 @@ fn run_maintenance(inner: &Inner, stop: &StopSignal) {
                     }
                 }
             }
-            let since_checkpoint = inner.client_head.appended_lsn()
+            let since_checkpoint = inner.client_head().appended_lsn()
                 - inner
                     .checkpoint_lsn
                     .load(std::sync::atomic::Ordering::Relaxed);

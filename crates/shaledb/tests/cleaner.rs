@@ -83,3 +83,74 @@ fn deleted_data_and_its_tombstones_are_freed() {
         "nothing resurrects without the checkpoint"
     );
 }
+
+fn head_live_bytes(db: &Db, head: &str) -> u64 {
+    let stats = db.stats();
+    stats
+        .segments_by_head
+        .iter()
+        .find(|entry| entry.head == head)
+        .unwrap()
+        .live_bytes
+}
+
+#[test]
+fn survivors_move_through_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = shaledb::Options {
+        cleaner: false, // only compact() cleans, so the test controls every move
+        ..common::small_options()
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let cold = |key: u32| format!("cold{key:04}");
+    for key in 0..400u32 {
+        kvs.put(cold(key), vec![(key % 251) as u8; 4000]).unwrap();
+    }
+    for round in 0..5u8 {
+        for key in 0..100u32 {
+            kvs.put(format!("hot{key:03}"), vec![round; 4000]).unwrap();
+        }
+    }
+    db.compact().unwrap();
+    assert_eq!(
+        head_live_bytes(&db, "client"),
+        0,
+        "first survivors left the client segments"
+    );
+    assert!(
+        head_live_bytes(&db, "cleaner-young") > 400 * 4000,
+        "they went to the young tier"
+    );
+    assert_eq!(head_live_bytes(&db, "cleaner-old"), 0);
+    for key in (0..400u32).step_by(2) {
+        kvs.delete(cold(key)).unwrap();
+    }
+    db.compact().unwrap();
+    assert!(
+        head_live_bytes(&db, "cleaner-old") > 200 * 4000,
+        "second survivors reached the old tier"
+    );
+    assert_eq!(head_live_bytes(&db, "cleaner-young"), 0);
+    let stats = db.stats();
+    assert!(
+        stats.cleaner_live_fraction_avg > 0.0 && stats.cleaner_live_fraction_avg < 1.0,
+        "{stats:?}"
+    );
+    let capacity = &stats.media[1];
+    assert!(capacity.bytes_written_by_cleaning > 0 && capacity.bytes_read_by_cleaning > 0);
+    assert!(capacity.bytes_written_by_clients >= stats.user_bytes_written);
+    assert!(db.check().unwrap().is_ok());
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    for key in 0..400u32 {
+        let expected = (key % 2 == 1).then(|| vec![(key % 251) as u8; 4000]);
+        assert_eq!(
+            kvs.get(cold(key)).unwrap().map(|value| value.to_vec()),
+            expected,
+            "cold{key}"
+        );
+    }
+    assert_eq!(kvs.get("hot042").unwrap().unwrap()[0], 4);
+}
