@@ -6,10 +6,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// target/<profile>, found from this test binary's own path (target/<profile>/deps/c_api-*).
+/// target/<profile>, found from this test binary's own path (target/<profile>/deps/c_api-*),
+/// holding the C library (`cargo test` does not build it: no Rust test links it).
 fn artifacts() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    for library in ["libshaledb.so", "libshaledb.a"] {
+        assert!(
+            dir.join(library).exists(),
+            "{library} is missing from {}: run `cargo build -p shaledb-c` first (scripts/test does)",
+            dir.display()
+        );
+    }
+    dir
 }
 
 fn compile(source: &str, output: &Path, link: &[&str]) {
