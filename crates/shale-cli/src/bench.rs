@@ -175,21 +175,6 @@ fn key_for(ordinal: u64, key_size: usize) -> Vec<u8> {
     key
 }
 
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
 /// Runs `work(thread, ordinals)` on `threads` threads over a split of `ordinals`; returns seconds.
 fn parallel(
     threads: usize,
@@ -226,7 +211,7 @@ fn run_one(cli: &Cli, args: &QuickArgs, threads: usize) -> Result<RunResult> {
     let mut ordinals: Vec<u64> = (0..args.num).collect();
     ordinals.shuffle(&mut rng);
     let value: Vec<u8> = (0..args.value_size).map(|_| rng.gen()).collect();
-    let rss_before = rss_bytes();
+    let rss_before = shaledb_bench::measure::rss_bytes();
     let db =
         Db::open(&dir, options.clone()).with_context(|| format!("opening {}", dir.display()))?;
     let kvs = db.kvs("bench")?;
@@ -238,7 +223,7 @@ fn run_one(cli: &Cli, args: &QuickArgs, threads: usize) -> Result<RunResult> {
     })?;
     db.sync()?;
     let after_fill = db.stats();
-    let rss_growth = rss_bytes()
+    let rss_growth = shaledb_bench::measure::rss_bytes()
         .saturating_sub(rss_before)
         .saturating_sub(after_fill.cache_bytes);
     // Uniform random gets, with replacement, so the cache sees repeats as a real workload would.

@@ -11,9 +11,7 @@ mod common;
 use rand::Rng;
 use shaledb::{Db, Durability, Options};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_ENV: &str = "SHALEDB_CRASH_CHILD_DIR";
 const KILLS: usize = 16;
@@ -129,37 +127,8 @@ fn acknowledged_batches_survive_sigkill() {
     let mut total_acked = 0;
     let mut model = Model::default();
     for round in 0..KILLS {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(number) = line.strip_prefix("ACK ") {
-                    sender.send(number.parse::<u64>().unwrap()).ok();
-                }
-            }
-        });
         let lifetime = Duration::from_millis(rng.gen_range(100..600));
-        let started = Instant::now();
-        let mut acked = None;
-        while started.elapsed() < lifetime {
-            if let Ok(number) = receiver.recv_timeout(Duration::from_millis(5)) {
-                acked = Some(number);
-            }
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        while let Ok(number) = receiver.try_recv() {
-            acked = Some(number);
-        }
+        let acked = common::run_child_then_kill("crash_child", CHILD_ENV, dir.path(), lifetime);
         let db = Db::open(dir.path(), options()).unwrap();
         let last = last_applied(&db);
         if let Some(acked) = acked {

@@ -9,9 +9,7 @@ mod common;
 
 use rand::Rng;
 use shaledb::{Db, Durability, Options, TxnOptions};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_ENV: &str = "SHALEDB_TXN_CRASH_CHILD_DIR";
 const ACCOUNTS: u32 = 10;
@@ -91,42 +89,8 @@ fn transfers_survive_sigkill_atomically() {
     let mut rng = rand::thread_rng();
     let mut progressed = 0;
     for round in 0..KILLS {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "transfer_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(count) = line.strip_prefix("ACK ") {
-                    sender.send(count.parse::<u64>().unwrap()).ok();
-                }
-            }
-        });
         let lifetime = Duration::from_millis(rng.gen_range(100..500));
-        let started = Instant::now();
-        let mut acked = None;
-        while started.elapsed() < lifetime {
-            if let Ok(count) = receiver.recv_timeout(Duration::from_millis(5)) {
-                acked = Some(count);
-            }
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        reader.join().unwrap();
-        while let Ok(count) = receiver.try_recv() {
-            acked = Some(count);
-        }
+        let acked = common::run_child_then_kill("transfer_child", CHILD_ENV, dir.path(), lifetime);
         let db = Db::open(dir.path(), options()).unwrap();
         let (checking, savings, meta) = (
             db.kvs("checking").unwrap(),

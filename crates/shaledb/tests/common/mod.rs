@@ -15,3 +15,47 @@ pub fn small_options() -> Options {
         ..Options::default()
     }
 }
+
+/// Runs this test binary's test `child_test` in a child process, with `env_var` set to `dir`,
+/// reads the numbers it prints as `ACK <n>` lines, and kills it with SIGKILL after `lifetime`.
+/// Returns the last acknowledged number, if any.
+pub fn run_child_then_kill(
+    child_test: &str,
+    env_var: &str,
+    dir: &std::path::Path,
+    lifetime: std::time::Duration,
+) -> Option<u64> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", child_test, "--nocapture", "--test-threads=1"])
+        .env(env_var, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(number) = line.strip_prefix("ACK ") {
+                sender.send(number.parse::<u64>().unwrap()).ok();
+            }
+        }
+    });
+    let started = std::time::Instant::now();
+    let mut acked = None;
+    while started.elapsed() < lifetime {
+        if let Ok(number) = receiver.recv_timeout(std::time::Duration::from_millis(5)) {
+            acked = Some(number);
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    reader.join().unwrap();
+    while let Ok(number) = receiver.try_recv() {
+        acked = Some(number);
+    }
+    acked
+}
