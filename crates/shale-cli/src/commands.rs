@@ -24,6 +24,11 @@ fn open(cli: &Cli) -> Result<Db> {
     let options = Options {
         durability: cli.durability.parse()?,
         cache_bytes: cli.cache_mb.unwrap_or(256) << 20,
+        capacity_dir: cli.capacity.clone(),
+        staging_dir: cli.staging.clone(),
+        staging_bytes_max: cli
+            .staging_mb
+            .map_or(Options::default().staging_bytes_max, |mib| mib << 20),
         ..Options::default()
     };
     Db::open(&cli.db, options).with_context(|| format!("opening KVDB {}", cli.db.display()))
@@ -93,7 +98,11 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
                     writeln!(out, "{name}")?;
                 }
             }
-            KvsAction::Create { name, prefix_len } => {
+            KvsAction::Create {
+                name,
+                prefix_len,
+                media_policy,
+            } => {
                 if db.list_kvs()?.contains(name) {
                     bail!("KVS {name:?} already exists");
                 }
@@ -101,6 +110,7 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
                     name,
                     KvsOptions {
                         prefix_len: *prefix_len,
+                        media_policy: media_policy.parse()?,
                     },
                 )?;
             }

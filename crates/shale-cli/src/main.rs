@@ -23,6 +23,15 @@ struct Cli {
     /// Durability: sync, none, interval or interval:MS.
     #[arg(long, global = true, default_value = "interval")]
     durability: String,
+    /// Capacity media class directory (default: HOME/capacity); fixed when the KVDB is created.
+    #[arg(long, global = true)]
+    capacity: Option<PathBuf>,
+    /// Staging media class directory (fast device); fixed when the KVDB is created.
+    #[arg(long, global = true)]
+    staging: Option<PathBuf>,
+    /// Staging budget in MiB (default 4096).
+    #[arg(long, global = true)]
+    staging_mb: Option<u64>,
     /// DRAM cache budget in MiB (KVDB commands: 256; benchmarks: the budget each engine gets).
     #[arg(long, global = true)]
     cache_mb: Option<u64>,
@@ -102,6 +111,9 @@ enum KvsAction {
         /// Prefix length for prefix deletes (0: any length).
         #[arg(long, default_value_t = 0)]
         prefix_len: usize,
+        /// capacity_only, staging_only or staging_max_capacity.
+        #[arg(long, default_value = "capacity_only")]
+        media_policy: String,
     },
     Drop {
         name: String,

@@ -238,3 +238,61 @@ fn bench_transfer_smoke_reports_each_thread_count() {
     );
     assert!(text.contains("transfers/s committed"), "{text}");
 }
+
+#[test]
+fn media_classes_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let staging = dir.path().join("fast");
+    let staging_arg = staging.to_str().unwrap();
+    let created = shale(
+        &db,
+        &[
+            "--staging",
+            staging_arg,
+            "kvs",
+            "create",
+            "hot",
+            "--media-policy",
+            "staging_only",
+        ],
+    );
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    assert!(
+        shale(&db, &["--kvs", "hot", "put", "k", "v"])
+            .status
+            .success(),
+        "the staging class is remembered"
+    );
+    assert_eq!(stdout(&shale(&db, &["--kvs", "hot", "get", "k"])), "v\n");
+    let info: serde_json::Value =
+        serde_json::from_slice(&shale(&db, &["info", "--json"]).stdout).unwrap();
+    let staging_stats = info["stats"]["media"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|media| media["class"] == "staging")
+        .unwrap()
+        .clone();
+    assert!(
+        staging_stats["segments"].as_u64().unwrap() > 0,
+        "{staging_stats}"
+    );
+    let refused = shale(
+        &db,
+        &[
+            "--staging",
+            dir.path().join("other").to_str().unwrap(),
+            "get",
+            "k",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("fixed at creation"));
+    let bad_policy = shale(&db, &["kvs", "create", "x", "--media-policy", "fastest"]);
+    assert_eq!(bad_policy.status.code(), Some(2));
+}

@@ -305,7 +305,6 @@ pub struct PhaseClock {
 /// `operations` (or until `duration` ends), paced to `target_ops_per_sec` across all threads
 /// when given. Latency is measured from each operation's intended start time when paced, so a
 /// stalled engine cannot hide queueing delay (no coordinated omission).
-#[allow(clippy::too_many_arguments)]
 pub fn run_phase<F>(
     threads: usize,
     operations: u64,

@@ -164,7 +164,10 @@ impl Runner<'_> {
     }
 
     /// Opens `spec` (fresh if asked), runs `work` under measurement, closes it, records a result.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a run is described by all of these; a struct would only rename them"
+    )]
     pub fn measure(
         &mut self,
         spec: &EngineSpec,

@@ -149,7 +149,8 @@ void shaledb_free(void *pointer);
 /*
  Opens (creating if needed) the KVDB in directory `path`. `options` is NULL or a string of
  `key=value` pairs separated by `;`: durability=sync|none|interval|interval:MS, cache_mb=N,
- segment_mb=N, cleaner=0|1, direct_io=0|1. On success `*db_out` is the new handle.
+ segment_mb=N, cleaner=0|1, direct_io=0|1, capacity_dir=DIR, staging_dir=DIR, staging_mb=N
+ (media directories are fixed when the KVDB is created). On success `*db_out` is the new handle.
  */
 int shaledb_open(const char *path, const char *options, struct shaledb_db **db_out);
 

@@ -259,9 +259,13 @@ fn parse_options(spec: &str) -> Result<Options, Failure> {
             "segment_mb" => options.segment_bytes = number()? << 20,
             "cleaner" => options.cleaner = number()? != 0,
             "direct_io" => options.direct_io = number()? != 0,
+            "capacity_dir" => options.capacity_dir = Some(value.trim().into()),
+            "staging_dir" => options.staging_dir = Some(value.trim().into()),
+            "staging_mb" => options.staging_bytes_max = number()? << 20,
             other => {
                 return Err(invalid(format!(
-                    "unknown option {other:?} (durability, cache_mb, cache_bytes, segment_mb, cleaner, direct_io)"
+                    "unknown option {other:?} (durability, cache_mb, cache_bytes, segment_mb, cleaner, direct_io, \
+                     capacity_dir, staging_dir, staging_mb)"
                 )))
             }
         }
@@ -271,7 +275,8 @@ fn parse_options(spec: &str) -> Result<Options, Failure> {
 
 /// Opens (creating if needed) the KVDB in directory `path`. `options` is NULL or a string of
 /// `key=value` pairs separated by `;`: durability=sync|none|interval|interval:MS, cache_mb=N,
-/// segment_mb=N, cleaner=0|1, direct_io=0|1. On success `*db_out` is the new handle.
+/// segment_mb=N, cleaner=0|1, direct_io=0|1, capacity_dir=DIR, staging_dir=DIR, staging_mb=N
+/// (media directories are fixed when the KVDB is created). On success `*db_out` is the new handle.
 #[no_mangle]
 pub extern "C" fn shaledb_open(
     path: *const c_char,
@@ -320,7 +325,13 @@ pub extern "C" fn shaledb_kvs_open(
         let db = db_of(db)?;
         let name = text(name, "name")?;
         let slot = out(kvs_out, "kvs_out")?;
-        let kvs = db.kvs_with_options(name, engine::KvsOptions { prefix_len })?;
+        let kvs = db.kvs_with_options(
+            name,
+            engine::KvsOptions {
+                prefix_len,
+                ..engine::KvsOptions::default()
+            },
+        )?;
         *slot = boxed(shaledb_kvs { kvs });
         Ok(SHALEDB_OK)
     })

@@ -140,9 +140,14 @@ impl Db {
 ///
 /// Options: durability ("interval" (default), "sync", "none" or "interval:MS"), cache_mb (int),
 /// segment_mb (int), cleaner (bool), encoding (str keys and values are encoded with it; default
-/// None: bytes-like only).
+/// None: bytes-like only), capacity_dir and staging_dir (media classes, fixed at creation),
+/// staging_mb (the staging budget).
 #[pyfunction]
-#[pyo3(signature = (path, durability=None, cache_mb=None, segment_mb=None, cleaner=None, encoding=None))]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one parameter per keyword argument of shaledb.open"
+)]
+#[pyo3(signature = (path, durability=None, cache_mb=None, segment_mb=None, cleaner=None, encoding=None, capacity_dir=None, staging_dir=None, staging_mb=None))]
 fn open(
     py: Python<'_>,
     path: std::path::PathBuf,
@@ -151,6 +156,9 @@ fn open(
     segment_mb: Option<u64>,
     cleaner: Option<bool>,
     encoding: Option<String>,
+    capacity_dir: Option<std::path::PathBuf>,
+    staging_dir: Option<std::path::PathBuf>,
+    staging_mb: Option<u64>,
 ) -> PyResult<Db> {
     let mut options = engine::Options::default();
     if let Some(durability) = durability {
@@ -165,6 +173,11 @@ fn open(
     if let Some(cleaner) = cleaner {
         options.cleaner = cleaner;
     }
+    options.capacity_dir = capacity_dir;
+    options.staging_dir = staging_dir;
+    if let Some(staging_mb) = staging_mb {
+        options.staging_bytes_max = staging_mb << 20;
+    }
     let db = unlocked(py, || engine::Db::open(&path, options))?;
     Ok(Db {
         db: Mutex::new(Some(Arc::new(db))),
@@ -174,13 +187,27 @@ fn open(
 
 #[pymethods]
 impl Db {
-    /// The KVS `name`, created on first use with `prefix_len`.
-    #[pyo3(signature = (name, prefix_len=0))]
-    fn kvs(&self, py: Python<'_>, name: &str, prefix_len: usize) -> PyResult<Kvs> {
+    /// The KVS `name`, created on first use with `prefix_len` and `media_policy`
+    /// ("capacity_only" (default), "staging_only" or "staging_max_capacity").
+    #[pyo3(signature = (name, prefix_len=0, media_policy=None))]
+    fn kvs(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        prefix_len: usize,
+        media_policy: Option<&str>,
+    ) -> PyResult<Kvs> {
         let db = self.get()?;
-        let kvs = unlocked(py, || {
-            db.kvs_with_options(name, engine::KvsOptions { prefix_len })
-        })?;
+        let media_policy = media_policy
+            .map(str::parse)
+            .transpose()
+            .map_err(convert)?
+            .unwrap_or_default();
+        let options = engine::KvsOptions {
+            prefix_len,
+            media_policy,
+        };
+        let kvs = unlocked(py, || db.kvs_with_options(name, options))?;
         Ok(Kvs {
             kvs,
             encoding: self.encoding.clone(),
@@ -189,7 +216,7 @@ impl Db {
 
     /// `db["users"]` is `db.kvs("users")`.
     fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Kvs> {
-        self.kvs(py, name, 0)
+        self.kvs(py, name, 0, None)
     }
 
     /// Names of all KVSs.

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::media::sync_dir;
 use crate::options::KvsOptions;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const FILE_NAME: &str = "catalog.json";
 const FORMAT_VERSION: u32 = 1;
@@ -16,12 +16,23 @@ pub struct CatalogEntry {
     pub options: KvsOptions,
 }
 
+/// The media classes of a KVDB, fixed when it is created.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MediaDirs {
+    pub capacity_dir: PathBuf,
+    pub staging_dir: Option<PathBuf>,
+    pub staging_bytes_max: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Catalog {
     pub format_version: u32,
     /// Ids are never reused, so records of a dropped KVS can never be mistaken for a new one's.
     pub next_kvs_id: u32,
     pub kvs: BTreeMap<String, CatalogEntry>,
+    /// Absent in catalogs written before media classes existed: capacity inside the home.
+    #[serde(default)]
+    pub media: Option<MediaDirs>,
 }
 
 impl Default for Catalog {
@@ -30,6 +41,7 @@ impl Default for Catalog {
             format_version: FORMAT_VERSION,
             next_kvs_id: 1,
             kvs: BTreeMap::new(),
+            media: None,
         }
     }
 }
@@ -93,7 +105,10 @@ mod tests {
             "users".into(),
             CatalogEntry {
                 id: 1,
-                options: KvsOptions { prefix_len: 4 },
+                options: KvsOptions {
+                    prefix_len: 4,
+                    ..KvsOptions::default()
+                },
             },
         );
         catalog.next_kvs_id = 2;

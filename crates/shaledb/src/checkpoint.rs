@@ -232,21 +232,24 @@ impl crate::db::Inner {
     pub fn write_checkpoint(&self) -> Result<()> {
         let _one_at_a_time = self.checkpoint_lock.lock();
         self.poison.check()?;
-        // Replay positions, taken with both heads locked so no record is half-appended.
+        // Replay positions, taken with every head locked so no record is half-appended; heads
+        // are locked in their fixed order (invariant I4).
         let (covered_seqno, lsn, replay_from) = {
-            // Lock order: client head, then the cleaner heads (invariant I4).
-            let client = self.client_head().lock();
-            let _young = self.head(HeadKind::CleanerYoung).lock();
-            let _old = self.head(HeadKind::CleanerOld).lock();
+            let locked: Vec<_> = self.heads.iter().map(|head| head.lock()).collect();
             let positions: Vec<(SegmentId, u64)> = self
                 .segments
                 .all()
                 .iter()
                 .map(|segment| (segment.id(), segment.end_bytes()))
                 .collect();
+            let client_lsn = locked
+                .iter()
+                .filter(|appender| appender.kind() == HeadKind::Client)
+                .map(|appender| appender.end_lsn())
+                .sum();
             (
                 self.next_seqno.load(Ordering::SeqCst),
-                client.end_lsn(),
+                client_lsn,
                 positions,
             )
         };
@@ -272,13 +275,17 @@ impl crate::db::Inner {
         let bytes = encoder.finish();
         // Everything the scan saw must be durable before the checkpoint names it.
         self.flush_all(true)?;
-        store(&self.home, &bytes)?;
+        store(&self.checkpoint_dir, &bytes)?;
         self.counters.checkpoints_written.add(1);
         self.counters
             .checkpoint_bytes_written
             .add(bytes.len() as u64);
         self.counters
-            .media(MediaClass::Capacity)
+            .media(if self.has_staging() {
+                MediaClass::Staging
+            } else {
+                MediaClass::Capacity
+            })
             .add_written(WritePurpose::Checkpoint, bytes.len() as u64);
         self.covered_seqno.store(covered_seqno, Ordering::SeqCst);
         self.checkpoint_lsn.store(lsn, Ordering::Relaxed);

@@ -2,7 +2,7 @@
 //! the read path (get, multi-get), snapshots, sync and stats.
 
 use crate::cache::ValueCache;
-use crate::catalog::{Catalog, CatalogEntry};
+use crate::catalog::{Catalog, CatalogEntry, MediaDirs};
 use crate::error::{Error, Result};
 use crate::index::{Entry, KvsIndex};
 use crate::iter::Iter;
@@ -44,14 +44,18 @@ pub(crate) struct KvsState {
 /// Everything a KVDB shares between handles and background workers.
 pub(crate) struct Inner {
     pub home: PathBuf,
+    /// Where index checkpoints live: the fastest media class present.
+    pub checkpoint_dir: PathBuf,
+    pub media: MediaDirs,
     pub options: Options,
     lock_file: Mutex<Option<File>>,
     catalog: Mutex<Catalog>,
     kvs: RwLock<HashMap<String, Arc<KvsState>>>,
     kvs_by_id: RwLock<HashMap<u32, Arc<KvsState>>>,
     pub segments: Arc<SegmentTable>,
-    /// Log heads, indexed by `HeadKind as usize`: client writes, then the cleaner's tiers.
-    pub heads: [LogHead; 3],
+    /// Log heads: on capacity the client head and the cleaner's young and old tiers; with a
+    /// staging class, its client head and cleaner head too (see `Inner::head_at`).
+    pub heads: Vec<LogHead>,
     pub next_seqno: Arc<AtomicU64>,
     /// Every commit with a seqno up to this one is fully applied to the indexes.
     pub visible_seqno: AtomicU64,
@@ -70,6 +74,9 @@ pub(crate) struct Inner {
     pub checkpoint_lock: Mutex<()>,
     /// One cleaning pass at a time.
     pub cleaner_lock: Mutex<()>,
+    /// Orders commits and snapshot registrations across the client heads: seqnos are assigned,
+    /// applied and published under it (invariant I4).
+    pub commit_order: Mutex<()>,
 }
 
 /// A KVDB: a directory holding named KVSs. Cheap to share: clone the [`Kvs`] handles it gives,
@@ -173,23 +180,31 @@ impl Db {
         std::fs::create_dir_all(&home)
             .map_err(|error| Error::io(format!("create {}", home.display()), error))?;
         let lock_file = lock_home(&home)?;
-        let capacity_dir = home.join(MediaClass::Capacity.name());
-        std::fs::create_dir_all(&capacity_dir)
-            .map_err(|error| Error::io(format!("create {}", capacity_dir.display()), error))?;
-        let catalog = match Catalog::load(&home)? {
-            Some(catalog) => catalog,
-            None => {
-                let catalog = Catalog::default();
-                catalog.store(&home)?;
-                catalog
-            }
-        };
+        let mut catalog: Catalog = Catalog::load(&home)?.unwrap_or_default();
+        let media = resolve_media(&home, &options, catalog.media.as_ref())?;
+        for dir in std::iter::once(&media.capacity_dir).chain(media.staging_dir.as_ref()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
+        }
+        if catalog.media.as_ref() != Some(&media) {
+            catalog.media = Some(media.clone());
+            catalog.store(&home)?;
+        }
+        // Checkpoints go to the fastest class present.
+        let checkpoint_dir = media
+            .staging_dir
+            .clone()
+            .unwrap_or_else(|| media.capacity_dir.clone());
+        let mut class_dirs = vec![(MediaClass::Capacity, media.capacity_dir.as_path())];
+        if let Some(staging) = &media.staging_dir {
+            class_dirs.push((MediaClass::Staging, staging.as_path()));
+        }
         let counters = Counters::default();
         let kvs_ids: HashSet<u32> = catalog.kvs.values().map(|entry| entry.id).collect();
         let started = std::time::Instant::now();
         let recovered = recovery::recover(
-            &home,
-            &[(MediaClass::Capacity, &capacity_dir)],
+            &checkpoint_dir,
+            &class_dirs,
             &kvs_ids,
             options.direct_io,
             &counters,
@@ -201,7 +216,13 @@ impl Db {
             "KVDB recovered"
         );
         let segments = Arc::new(SegmentTable::new(
-            [home.join(MediaClass::Staging.name()), capacity_dir],
+            [
+                media
+                    .staging_dir
+                    .clone()
+                    .unwrap_or_else(|| home.join(MediaClass::Staging.name())),
+                media.capacity_dir.clone(),
+            ],
             recovered.next_segment_id,
         ));
         for segment in recovered.segments {
@@ -209,25 +230,29 @@ impl Db {
         }
         let next_seqno = Arc::new(AtomicU64::new(recovered.next_seqno));
         let poison = Arc::new(Poison::default());
-        let head = |kind: HeadKind| {
+        let head = |class: MediaClass, kind: HeadKind| {
             LogHead::open(HeadConfig {
                 kind,
-                class: MediaClass::Capacity,
+                class,
                 segment_bytes: options.segment_bytes,
                 write_buffer_bytes: options.write_buffer_bytes,
                 flush_chunk_bytes: options.flush_chunk_bytes,
                 direct_io: options.direct_io,
-                counters: counters.media(MediaClass::Capacity).clone(),
+                counters: counters.media(class).clone(),
                 segments: segments.clone(),
                 poison: poison.clone(),
                 next_seqno: next_seqno.clone(),
             })
         };
-        let heads = [
-            head(HeadKind::Client)?,
-            head(HeadKind::CleanerYoung)?,
-            head(HeadKind::CleanerOld)?,
+        let mut heads = vec![
+            head(MediaClass::Capacity, HeadKind::Client)?,
+            head(MediaClass::Capacity, HeadKind::CleanerYoung)?,
+            head(MediaClass::Capacity, HeadKind::CleanerOld)?,
         ];
+        if media.staging_dir.is_some() {
+            heads.push(head(MediaClass::Staging, HeadKind::Client)?);
+            heads.push(head(MediaClass::Staging, HeadKind::CleanerYoung)?);
+        }
         let mut indexes = recovered.indexes;
         let mut kvs = HashMap::new();
         let mut kvs_by_id = HashMap::new();
@@ -245,6 +270,8 @@ impl Db {
         let visible = recovered.next_seqno - 1;
         let inner = Arc::new(Inner {
             home,
+            checkpoint_dir,
+            media,
             cache: ValueCache::new(options.cache_bytes),
             options,
             lock_file: Mutex::new(Some(lock_file)),
@@ -265,6 +292,7 @@ impl Db {
             recovery_report: recovered.report,
             checkpoint_lock: Mutex::new(()),
             cleaner_lock: Mutex::new(()),
+            commit_order: Mutex::new(()),
         });
         let workers = Workers::start(&inner)?;
         Ok(Db {
@@ -286,6 +314,12 @@ impl Db {
         options.validate()?;
         if let Some(state) = self.inner.kvs.read().get(name) {
             return Ok(self.handle(state.clone()));
+        }
+        if options.media_policy.writes_to_staging() && !self.inner.has_staging() {
+            return Err(Error::InvalidArgument(format!(
+                "KVS {name:?}: media policy {:?} needs a staging class, and this KVDB has none",
+                options.media_policy
+            )));
         }
         let mut catalog = self.inner.catalog.lock();
         if let Some(state) = self.inner.kvs.read().get(name) {
@@ -494,6 +528,58 @@ impl Drop for Db {
     }
 }
 
+/// The KVDB's media classes: those it was created with, or, for a new KVDB, those `options` give.
+fn resolve_media(
+    home: &Path,
+    options: &Options,
+    remembered: Option<&MediaDirs>,
+) -> Result<MediaDirs> {
+    let requested = MediaDirs {
+        capacity_dir: options
+            .capacity_dir
+            .clone()
+            .unwrap_or_else(|| home.join(MediaClass::Capacity.name())),
+        staging_dir: options.staging_dir.clone(),
+        staging_bytes_max: options.staging_bytes_max,
+    };
+    let Some(remembered) = remembered else {
+        return Ok(requested);
+    };
+    let conflict = |what: &str, was: Option<&Path>, asked: Option<&Path>| {
+        Error::InvalidArgument(format!(
+            "KVDB {} was created with {what} {:?}, not {:?}; media classes are fixed at creation",
+            home.display(),
+            was,
+            asked
+        ))
+    };
+    if options.capacity_dir.is_some()
+        && options.capacity_dir.as_deref() != Some(remembered.capacity_dir.as_path())
+    {
+        return Err(conflict(
+            "capacity directory",
+            Some(&remembered.capacity_dir),
+            options.capacity_dir.as_deref(),
+        ));
+    }
+    if options.staging_dir.is_some() && options.staging_dir != remembered.staging_dir {
+        return Err(conflict(
+            "staging directory",
+            remembered.staging_dir.as_deref(),
+            options.staging_dir.as_deref(),
+        ));
+    }
+    Ok(MediaDirs {
+        // The budget may change between opens; the directories may not.
+        staging_bytes_max: if options.staging_dir.is_some() {
+            options.staging_bytes_max
+        } else {
+            remembered.staging_bytes_max
+        },
+        ..remembered.clone()
+    })
+}
+
 fn lock_home(home: &Path) -> Result<File> {
     let path = home.join(LOCK_FILE_NAME);
     let file = std::fs::OpenOptions::new()
@@ -519,12 +605,25 @@ impl Inner {
         Ok(())
     }
 
-    pub fn head(&self, kind: HeadKind) -> &LogHead {
-        &self.heads[kind as usize]
+    /// The head writing `kind` segments on `class`. Staging has one cleaner head; both cleaner
+    /// tiers map to it.
+    pub fn head_at(&self, class: MediaClass, kind: HeadKind) -> &LogHead {
+        match (class, kind) {
+            (MediaClass::Capacity, kind) => &self.heads[kind as usize],
+            (MediaClass::Staging, HeadKind::Client) => &self.heads[3],
+            (MediaClass::Staging, _) => &self.heads[4],
+        }
     }
 
-    pub fn client_head(&self) -> &LogHead {
-        self.head(HeadKind::Client)
+    pub fn has_staging(&self) -> bool {
+        self.heads.len() > 3
+    }
+
+    /// The client heads: capacity, then staging if present.
+    pub fn client_heads(&self) -> impl Iterator<Item = &LogHead> {
+        self.heads
+            .iter()
+            .filter(|head| head.kind() == HeadKind::Client)
     }
 
     /// Writes out (and with `sync`, makes durable) everything every head appended.
@@ -555,8 +654,8 @@ impl Inner {
 
     /// Takes a snapshot and runs `also(seqno)` while no commit can happen.
     pub(crate) fn take_snapshot_then(self: &Arc<Self>, also: impl FnOnce(u64)) -> Snapshot {
-        // Registering under the client head's lock orders the snapshot against every commit.
-        let _commits_paused = self.client_head().lock();
+        // Registering under the commit-order lock orders the snapshot against every commit.
+        let _commits_paused = self.commit_order.lock();
         let seqno = self.visible_seqno.load(Ordering::SeqCst);
         self.snapshots.register(seqno);
         also(seqno);
@@ -616,7 +715,19 @@ impl Inner {
             .map(|op| record::encoded_len(op.key.len(), op.value.len()))
             .sum();
         let mut encoded = Vec::with_capacity(total_bytes);
-        let mut appender = self.client_head().lock();
+        // Batches go to staging if any KVS they write keeps new data there.
+        let class = if self.has_staging()
+            && ops
+                .iter()
+                .any(|op| op.kvs.options.media_policy.writes_to_staging())
+        {
+            MediaClass::Staging
+        } else {
+            MediaClass::Capacity
+        };
+        let _commit_order = self.commit_order.lock();
+        let head = self.head_at(class, HeadKind::Client);
+        let mut appender = head.lock();
         validate(&self.conflicts)?;
         appender.reserve(total_bytes)?;
         let segment = appender.segment().clone();
@@ -670,7 +781,7 @@ impl Inner {
         let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
         self.counters.user_bytes_written.add(user_bytes as u64);
         if self.options.durability == Durability::Sync {
-            self.client_head().wait_durable(lsn)?;
+            head.wait_durable(lsn)?;
         }
         Ok(())
     }
@@ -748,7 +859,7 @@ impl Inner {
         let Some(segment) = self.segments.get(location.segment) else {
             return Ok(None);
         };
-        let head = self.head(segment.header.head);
+        let head = self.head_at(segment.header.class, segment.header.head);
         let bytes = match head.read_buffered(&segment, location) {
             Some(bytes) => {
                 self.counters.write_buffer_hits.add(1);

@@ -12,8 +12,10 @@ use crate::index::Liveness;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::log::{Location, LogHead};
 use crate::media::sync_dir;
+use crate::media::MediaClass;
+use crate::options::MediaPolicy;
 use crate::record::{self, RecordKind, RecordRef};
-use crate::segment::{scan_records, SegmentMeta};
+use crate::segment::{scan_records, HeadKind, SegmentMeta};
 use crate::stats::ReadPurpose;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -57,6 +59,9 @@ fn candidates(inner: &Inner) -> Vec<Arc<SegmentMeta>> {
 /// Returns whether it freed one.
 pub fn clean_step(inner: &Inner) -> Result<bool> {
     let _one_pass = inner.cleaner_lock.lock();
+    if let Some(oldest) = staging_overflow(inner) {
+        return clean_segment(inner, &oldest, true);
+    }
     let segments = inner.segments.all();
     let total: u64 = segments.iter().map(|segment| segment.disk_bytes()).sum();
     let live: u64 = segments.iter().map(|segment| segment.live_bytes()).sum();
@@ -67,7 +72,29 @@ pub fn clean_step(inner: &Inner) -> Result<bool> {
     if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX) {
         return Ok(false);
     }
-    clean_segment(inner, &victim)
+    clean_segment(inner, &victim, false)
+}
+
+/// When the staging class is over its budget, its oldest sealed segment, whose live data the
+/// cleaner then moves down to capacity (whatever the KVSs' policies) instead of refusing writes.
+fn staging_overflow(inner: &Inner) -> Option<Arc<SegmentMeta>> {
+    if !inner.has_staging() {
+        return None;
+    }
+    let staging: Vec<Arc<SegmentMeta>> = inner
+        .segments
+        .all()
+        .into_iter()
+        .filter(|segment| segment.header.class == MediaClass::Staging)
+        .collect();
+    let used: u64 = staging.iter().map(|segment| segment.disk_bytes()).sum();
+    if used <= inner.media.staging_bytes_max {
+        return None;
+    }
+    staging
+        .into_iter()
+        .filter(|segment| segment.is_sealed() && !segment.is_quarantined())
+        .min_by_key(|segment| segment.header.created_seqno)
 }
 
 /// Seals the active segments and cleans every segment that holds dead data; returns how many
@@ -79,7 +106,7 @@ pub fn compact(inner: &Inner) -> Result<u64> {
     }
     let mut freed = 0;
     for victim in candidates(inner) {
-        if victim.live_ratio() < 1.0 && clean_segment(inner, &victim)? {
+        if victim.live_ratio() < 1.0 && clean_segment(inner, &victim, false)? {
             freed += 1;
         }
     }
@@ -88,7 +115,7 @@ pub fn compact(inner: &Inner) -> Result<u64> {
 
 /// Copies what is live in `victim` to the cleaner head, makes the copies durable, and deletes
 /// the segment. Returns false (and frees nothing) if the segment holds corrupt records.
-fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
+fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Result<bool> {
     // Invariant I6: a tombstone may go only when the checkpoint covers it and no other segment
     // old enough to hold an older version of its key remains (a segment without records holds
     // none, and the cleaner never copies a version its tombstone made dead).
@@ -104,7 +131,20 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
         .min()
         .unwrap_or(u64::MAX);
     let tombstone_droppable = |seqno: u64| seqno < covered_seqno && oldest_other_created > seqno;
-    let destination = inner.head(victim.header.head.cleaning_destination());
+    // Where survivors go: on capacity, by generation; from staging, they stay only for
+    // staging_only KVSs while staging is within its budget, and otherwise move down.
+    let destination_for = |policy: MediaPolicy| -> &LogHead {
+        match victim.header.class {
+            MediaClass::Capacity => inner.head_at(
+                MediaClass::Capacity,
+                victim.header.head.cleaning_destination(),
+            ),
+            MediaClass::Staging if policy == MediaPolicy::StagingOnly && !overflow => {
+                inner.head_at(MediaClass::Staging, HeadKind::CleanerYoung)
+            }
+            MediaClass::Staging => inner.head_at(MediaClass::Capacity, HeadKind::CleanerYoung),
+        }
+    };
     let live_fraction_micros = (victim.live_ratio().min(1.0) * 1e6) as u64;
     let mut encoded = Vec::new();
     let summary = scan_records(
@@ -130,7 +170,13 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
                         Liveness::Newest => RecordKind::Put,
                         Liveness::Snapshot => RecordKind::SnapshotCopy,
                     };
-                    let to = copy_record(inner, destination, &mut encoded, record, kind)?;
+                    let to = copy_record(
+                        inner,
+                        destination_for(kvs.options.media_policy),
+                        &mut encoded,
+                        record,
+                        kind,
+                    )?;
                     let moved = index.relocate(record.key, record.seqno, from, to);
                     debug_assert!(
                         moved,
@@ -145,7 +191,13 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
                     if tombstone_droppable(record.seqno) {
                         inner.counters.cleaner_tombstones_dropped.add(1);
                     } else {
-                        copy_record(inner, destination, &mut encoded, record, record.kind)?;
+                        copy_record(
+                            inner,
+                            destination_for(kvs.options.media_policy),
+                            &mut encoded,
+                            record,
+                            record.kind,
+                        )?;
                     }
                 }
             }
@@ -159,7 +211,13 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>) -> Result<bool> {
         return Ok(false);
     }
     // The copies must be durable before the originals go.
-    destination.flush(true)?;
+    for head in inner
+        .heads
+        .iter()
+        .filter(|head| head.kind() != HeadKind::Client)
+    {
+        head.flush(true)?;
+    }
     inner.segments.remove(victim.id());
     std::fs::remove_file(victim.path())
         .map_err(|error| crate::Error::io(format!("remove {}", victim.path().display()), error))?;

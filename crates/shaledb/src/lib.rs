@@ -48,7 +48,7 @@ pub use db::{Db, Kvs, Snapshot, WriteBatch};
 pub use error::{Error, ErrorKind, Result};
 pub use iter::Iter;
 pub use media::MediaClass;
-pub use options::{Durability, KvsOptions, Options};
+pub use options::{Durability, KvsOptions, MediaPolicy, Options};
 pub use recovery::RecoveryReport;
 pub use stats::{MediaStats, Stats};
 pub use txn::{Transaction, TxnIter, TxnOptions};

@@ -108,6 +108,10 @@ impl LogHead {
         })
     }
 
+    pub fn kind(&self) -> HeadKind {
+        self.config.kind
+    }
+
     /// Locks the head for appending.
     pub fn lock(&self) -> Appender<'_> {
         Appender {
@@ -390,6 +394,10 @@ impl Appender<'_> {
 
     pub fn segment(&self) -> &Arc<SegmentMeta> {
         &self.state.segment
+    }
+
+    pub fn kind(&self) -> HeadKind {
+        self.head.config.kind
     }
 
     /// The LSN just past everything appended: pass it to [`LogHead::wait_durable`].

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::limits;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// When an acknowledged write becomes durable (survives power loss and `kill -9`).
@@ -69,6 +70,16 @@ pub struct Options {
     /// Largest atomic write batch, in encoded bytes. Default 16 MiB; a batch must also fit in
     /// one segment (see [`Options::batch_bytes_limit`]).
     pub batch_bytes_max: u64,
+    /// Directory of the capacity media class (large, NAND). Default: `capacity` inside the
+    /// KVDB's directory. Fixed when the KVDB is created and remembered; giving another one
+    /// later is an error.
+    pub capacity_dir: Option<PathBuf>,
+    /// Directory of the optional staging media class (small, fast: SCM, Optane, Z-SSD). Fixed
+    /// when the KVDB is created and remembered.
+    pub staging_dir: Option<PathBuf>,
+    /// Budget of the staging class, in bytes: past it the cleaner moves the oldest staging data
+    /// down to capacity. Default 4 GiB; at least four segments.
+    pub staging_bytes_max: u64,
 }
 
 impl Default for Options {
@@ -84,6 +95,9 @@ impl Default for Options {
             space_target_live_ratio: 0.75,
             direct_io: true,
             batch_bytes_max: 16 << 20,
+            capacity_dir: None,
+            staging_dir: None,
+            staging_bytes_max: 4 << 30,
         }
     }
 }
@@ -130,6 +144,13 @@ impl Options {
         if self.batch_bytes_max == 0 {
             return invalid("batch_bytes_max must be positive".into());
         }
+        if self.staging_dir.is_some() && self.staging_bytes_max < 4 * self.segment_bytes {
+            return invalid(format!(
+                "staging_bytes_max {} must hold at least four segments ({} bytes)",
+                self.staging_bytes_max,
+                4 * self.segment_bytes
+            ));
+        }
         if let Durability::Interval(period) = self.durability {
             if period.is_zero() {
                 return invalid("durability interval must be positive".into());
@@ -139,12 +160,50 @@ impl Options {
     }
 }
 
+/// Where a KVS's data lives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaPolicy {
+    /// Everything on the capacity class (the default).
+    #[default]
+    CapacityOnly,
+    /// Everything on the staging class, until the staging budget overflows and the cleaner
+    /// moves the oldest data down.
+    StagingOnly,
+    /// New writes to staging; records that survive cleaning there move to capacity.
+    StagingMaxCapacity,
+}
+
+impl MediaPolicy {
+    /// Whether new writes of this KVS go to the staging class.
+    pub fn writes_to_staging(self) -> bool {
+        self != MediaPolicy::CapacityOnly
+    }
+}
+
+impl std::str::FromStr for MediaPolicy {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<Self> {
+        match text {
+            "capacity_only" => Ok(MediaPolicy::CapacityOnly),
+            "staging_only" => Ok(MediaPolicy::StagingOnly),
+            "staging_max_capacity" => Ok(MediaPolicy::StagingMaxCapacity),
+            other => Err(Error::InvalidArgument(format!(
+                "media policy {other:?}: expected capacity_only, staging_only or staging_max_capacity"
+            ))),
+        }
+    }
+}
+
 /// Options of one KVS, fixed when it is created.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KvsOptions {
     /// Length of the key prefix that `prefix_delete` works on. 0 (the default) lets
     /// `prefix_delete` take a prefix of any length; otherwise it must be exactly this long.
     pub prefix_len: usize,
+    /// Which media classes hold the KVS's data (staging policies need a staging class).
+    #[serde(default)]
+    pub media_policy: MediaPolicy,
 }
 
 impl KvsOptions {

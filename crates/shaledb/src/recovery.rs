@@ -116,7 +116,7 @@ impl Replay {
 
 /// Rebuilds the indexes of the KVSs in `kvs_ids` from the segments in `class_dirs`.
 pub fn recover(
-    home: &Path,
+    checkpoint_dir: &Path,
     class_dirs: &[(MediaClass, &Path)],
     kvs_ids: &HashSet<u32>,
     direct_io: bool,
@@ -124,7 +124,7 @@ pub fn recover(
 ) -> Result<Recovered> {
     let mut report = RecoveryReport::default();
     let (segments, mut next_segment_id) = open_segments(class_dirs, direct_io, counters)?;
-    let checkpoint = match checkpoint::load(home) {
+    let checkpoint = match checkpoint::load(checkpoint_dir) {
         Ok(found) => found,
         Err(error) if error.kind() == crate::ErrorKind::Corruption => {
             tracing::warn!(%error, "ignoring the damaged index checkpoint; rebuilding the index from all segments");
@@ -190,7 +190,7 @@ pub fn recover(
         if let Some((key, entry)) = dangling {
             debug_assert!(!present.contains(&entry.location.segment));
             return Err(Error::corruption(
-                home.join(checkpoint::FILE_NAME),
+                checkpoint_dir.join(checkpoint::FILE_NAME),
                 0,
                 format!(
                     "KVS {kvs_id} key {:?} points at segment {} which does not exist",

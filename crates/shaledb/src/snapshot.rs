@@ -15,7 +15,7 @@ pub struct SnapshotRegistry {
 }
 
 impl SnapshotRegistry {
-    /// Registers a reader at `seqno`. The caller must hold the client log head's lock, so no
+    /// Registers a reader at `seqno`. The caller must hold the commit-order lock, so no
     /// commit can slip between reading the visible seqno and this registration.
     pub fn register(&self, seqno: u64) {
         let mut open = self.open.lock();

@@ -6,7 +6,7 @@
 //! keys it wrote, and the prefixes it deleted, with their seqnos in the [`ConflictTracker`]. A
 //! transaction's commit fails with [`Error::Conflict`] if a key it wrote (and, with
 //! `validate_reads`, a key it read) was committed after its snapshot; the check and the append
-//! happen under the client head's lock, so no commit can slip between them.
+//! happen under the commit-order lock, so no commit can slip between them.
 //!
 //! Isolation: snapshot isolation (first committer wins on write-write conflicts); write skew is
 //! possible. With `validate_reads`, point reads and keys returned by cursors are also validated,
@@ -63,7 +63,7 @@ pub(crate) struct ConflictTracker {
 }
 
 impl ConflictTracker {
-    /// Registers a transaction reading at `seqno`; the caller holds the client head's lock.
+    /// Registers a transaction reading at `seqno`; the caller holds the commit-order lock.
     pub fn begin(&self, seqno: u64) {
         let mut state = self.state.lock();
         *state.open.entry(seqno).or_default() += 1;
@@ -96,7 +96,7 @@ impl ConflictTracker {
         self.open_count.load(Ordering::SeqCst) > 0
     }
 
-    /// Records a commit; the caller holds the client head's lock.
+    /// Records a commit; the caller holds the commit-order lock.
     pub fn record<'a>(&self, writes: impl Iterator<Item = (u32, RecordKind, &'a [u8], u64)>) {
         let mut state = self.state.lock();
         for (kvs_id, kind, key, seqno) in writes {

@@ -4,7 +4,9 @@
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
+use crate::log::LogHead;
 use crate::options::Durability;
+use crate::segment::HeadKind;
 use parking_lot::{Condvar, Mutex};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -94,7 +96,9 @@ impl Workers {
     pub fn stop(self, inner: &Inner) {
         *self.stop.stopped.lock() = true;
         self.stop.wake.notify_all();
-        inner.client_head().wake_flusher();
+        inner
+            .head_at(crate::MediaClass::Capacity, HeadKind::Client)
+            .wake_flusher();
         for handle in self.handles {
             let _ = handle.join();
         }
@@ -107,20 +111,24 @@ fn run_flusher(inner: &Inner, stop: &StopSignal) {
         Durability::Sync | Durability::None => None,
     };
     let mut last_sync = Instant::now();
+    let capacity_client = inner.head_at(crate::MediaClass::Capacity, HeadKind::Client);
     while !stop.is_stopped() {
         let until_sync = interval.map_or(FLUSHER_IDLE, |period| {
             period.saturating_sub(last_sync.elapsed())
         });
-        inner
-            .client_head()
-            .wait_for_chunk(until_sync.min(FLUSHER_IDLE));
+        // Woken by the capacity head's full chunks; the staging head is polled at FLUSHER_IDLE.
+        capacity_client.wait_for_chunk(until_sync.min(FLUSHER_IDLE));
         guarded(inner, "flusher", || {
-            inner.client_head().flush_if_chunk_pending()?;
+            for head in inner.client_heads() {
+                head.flush_if_chunk_pending()?;
+            }
             if let Some(period) = interval {
                 if last_sync.elapsed() >= period {
                     last_sync = Instant::now();
-                    if inner.client_head().has_undurable() {
-                        inner.client_head().flush(true)?;
+                    for head in inner.client_heads() {
+                        if head.has_undurable() {
+                            head.flush(true)?;
+                        }
                     }
                 }
             }
@@ -139,7 +147,8 @@ fn run_maintenance(inner: &Inner, stop: &StopSignal) {
                     }
                 }
             }
-            let since_checkpoint = inner.client_head().appended_lsn()
+            let client_lsn: u64 = inner.client_heads().map(LogHead::appended_lsn).sum();
+            let since_checkpoint = client_lsn
                 - inner
                     .checkpoint_lsn
                     .load(std::sync::atomic::Ordering::Relaxed);

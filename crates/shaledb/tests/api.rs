@@ -82,7 +82,13 @@ fn kvs_lifecycle_and_prefix_len() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), small_options()).unwrap();
     let a = db
-        .kvs_with_options("a", KvsOptions { prefix_len: 2 })
+        .kvs_with_options(
+            "a",
+            KvsOptions {
+                prefix_len: 2,
+                ..KvsOptions::default()
+            },
+        )
         .unwrap();
     let b = db.kvs("b").unwrap();
     a.put(b"xx1", b"1").unwrap();

@@ -73,9 +73,8 @@ fn deleted_data_and_its_tombstones_are_freed() {
     db.close().unwrap();
     let db = Db::open(dir.path(), common::small_options()).unwrap();
     assert_eq!(db.kvs("t").unwrap().len().unwrap(), 0);
-    std::fs::remove_file(dir.path().join("checkpoint.ckpt")).ok();
     drop(db);
-    std::fs::remove_file(dir.path().join("checkpoint.ckpt")).unwrap();
+    std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
     let db = Db::open(dir.path(), common::small_options()).unwrap();
     assert_eq!(
         db.kvs("t").unwrap().len().unwrap(),

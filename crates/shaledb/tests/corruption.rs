@@ -32,6 +32,7 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("capacity"))
         .unwrap()
         .map(|item| item.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
         .collect();
     paths.sort();
     paths
@@ -101,7 +102,7 @@ fn flipped_byte_in_a_segment_is_reported_never_returned() {
 fn flipped_byte_without_checkpoint_is_skipped_at_recovery() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path());
-    std::fs::remove_file(dir.path().join("checkpoint.ckpt")).unwrap();
+    std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
     flip_byte(&segments(dir.path())[0], 100_000);
     let db = Db::open(dir.path(), small_options()).unwrap();
     assert_eq!(
@@ -123,7 +124,7 @@ fn flipped_byte_without_checkpoint_is_skipped_at_recovery() {
 fn truncated_segment_loses_only_its_tail() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path());
-    std::fs::remove_file(dir.path().join("checkpoint.ckpt")).unwrap();
+    std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
     let victim = segments(dir.path())[0].clone();
     let len = std::fs::metadata(&victim).unwrap().len();
     std::fs::OpenOptions::new()
@@ -144,7 +145,7 @@ fn lost_or_damaged_checkpoint_rebuilds_the_exact_index() {
     for damage in ["delete", "flip", "truncate"] {
         let dir = tempfile::tempdir().unwrap();
         let model = write_data(dir.path());
-        let checkpoint = dir.path().join("checkpoint.ckpt");
+        let checkpoint = dir.path().join("capacity/checkpoint.ckpt");
         match damage {
             "delete" => std::fs::remove_file(&checkpoint).unwrap(),
             "flip" => flip_byte(&checkpoint, 40),

@@ -66,7 +66,9 @@ type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 2];
 
 fn verify(db: &Db, model: &Model) {
     for (index, expected) in model.iter().enumerate() {
-        let kvs = db.kvs(&format!("kvs{index}")).unwrap();
+        let kvs = db
+            .kvs_with_options(&format!("kvs{index}"), kvs_options(index))
+            .unwrap();
         let forward: Vec<(Vec<u8>, Vec<u8>)> = kvs
             .iter()
             .map(|item| item.unwrap())
@@ -95,13 +97,37 @@ fn verify(db: &Db, model: &Model) {
     }
 }
 
+/// Two KVSs: kvs0 on capacity only, kvs1 writing to a staging class whose survivors move down.
+fn options(dir: &std::path::Path) -> shaledb::Options {
+    shaledb::Options {
+        staging_dir: Some(dir.join("fast")),
+        staging_bytes_max: 4 * small_options().segment_bytes,
+        ..small_options()
+    }
+}
+
+fn kvs_options(index: usize) -> shaledb::KvsOptions {
+    shaledb::KvsOptions {
+        media_policy: if index == 1 {
+            shaledb::MediaPolicy::StagingMaxCapacity
+        } else {
+            shaledb::MediaPolicy::CapacityOnly
+        },
+        ..shaledb::KvsOptions::default()
+    }
+}
+
 fn run(ops: Vec<Op>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut db = Some(Db::open(dir.path(), small_options()).unwrap());
+    let mut db = Some(Db::open(dir.path(), options(dir.path())).unwrap());
     let mut model: Model = Default::default();
     for op in ops {
         let current = db.as_ref().unwrap();
-        let kvs = |index: usize| current.kvs(&format!("kvs{index}")).unwrap();
+        let kvs = |index: usize| {
+            current
+                .kvs_with_options(&format!("kvs{index}"), kvs_options(index))
+                .unwrap()
+        };
         match op {
             Op::Put {
                 kvs: index,
@@ -144,9 +170,10 @@ fn run(ops: Vec<Op>) {
             Op::Reopen { lose_checkpoint } => {
                 db.take().unwrap().close().unwrap();
                 if lose_checkpoint {
-                    std::fs::remove_file(dir.path().join("checkpoint.ckpt")).unwrap();
+                    // With a staging class, checkpoints live there (the fastest class).
+                    std::fs::remove_file(dir.path().join("fast/checkpoint.ckpt")).unwrap();
                 }
-                db = Some(Db::open(dir.path(), small_options()).unwrap());
+                db = Some(Db::open(dir.path(), options(dir.path())).unwrap());
             }
         }
         verify(db.as_ref().unwrap(), &model);
