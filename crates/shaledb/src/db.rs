@@ -15,6 +15,7 @@ use crate::record::{self, RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::recovery::{self, RecoveryReport};
 use crate::segment::{HeadKind, SegmentMeta, SegmentTable};
 use crate::snapshot::SnapshotRegistry;
+use crate::space::SpaceBudget;
 use crate::stats::{Counters, HeadStats, MediaStats, ReadPurpose, Stats, WritePurpose};
 use crate::txn::{ConflictTracker, Transaction, TxnOptions};
 use crate::worker::Workers;
@@ -74,6 +75,7 @@ pub(crate) struct Inner {
     pub checkpoint_lock: Mutex<()>,
     /// One cleaning pass at a time.
     pub cleaner_lock: Mutex<()>,
+    pub space: SpaceBudget,
     /// Orders commits and snapshot registrations across the client heads: seqnos are assigned,
     /// applied and published under it (invariant I4).
     pub commit_order: Mutex<()>,
@@ -267,6 +269,11 @@ impl Db {
             kvs.insert(name.clone(), state.clone());
             kvs_by_id.insert(entry.id, state);
         }
+        let space = SpaceBudget::new(
+            options.space_bytes_max,
+            options.reserve_segments * options.segment_bytes,
+        );
+        space.refresh(&segments, &media.capacity_dir)?;
         let visible = recovered.next_seqno - 1;
         let inner = Arc::new(Inner {
             home,
@@ -293,6 +300,7 @@ impl Db {
             checkpoint_lock: Mutex::new(()),
             cleaner_lock: Mutex::new(()),
             commit_order: Mutex::new(()),
+            space,
         });
         let workers = Workers::start(&inner)?;
         Ok(Db {
@@ -697,6 +705,16 @@ impl Inner {
         if ops.is_empty() {
             return Ok(());
         }
+        // Pacing happens before any lock is taken, so a slowed writer blocks nobody.
+        let admitted_bytes: usize = ops
+            .iter()
+            .map(|op| record::encoded_len(op.key.len(), op.value.len()))
+            .sum();
+        if let Some(delay) = self.space.admit(admitted_bytes as u64)? {
+            // The reserve is running low: give the cleaner time, in proportion.
+            std::thread::sleep(delay);
+            self.counters.throttled_micros.add(delay.as_micros() as u64);
+        }
         let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
         involved.sort_by_key(|kvs| kvs.id);
         involved.dedup_by_key(|kvs| kvs.id);
@@ -777,6 +795,7 @@ impl Inner {
             .store(first_seqno + ops.len() as u64 - 1, Ordering::SeqCst);
         let lsn = appender.end_lsn();
         drop(appender);
+        self.space.note_appended(total_bytes as u64);
         drop(guards);
         let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
         self.counters.user_bytes_written.add(user_bytes as u64);
@@ -966,6 +985,9 @@ impl Inner {
                 }
             },
             segments_by_head,
+            throttled_secs: counters.throttled_micros.get() as f64 / 1e6,
+            capacity_used_bytes: self.space.usage().0,
+            capacity_limit_bytes: self.space.usage().1,
             snapshots_open,
             oldest_snapshot_age_secs,
             next_seqno: self.next_seqno.load(Ordering::SeqCst),

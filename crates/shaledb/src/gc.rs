@@ -68,7 +68,9 @@ pub fn clean_step(inner: &Inner) -> Result<bool> {
     let Some(victim) = candidates(inner).into_iter().next() else {
         return Ok(false);
     };
-    let over_target = (live as f64) < inner.options.space_target_live_ratio * total as f64;
+    // Inside the space reserve the cleaner works whatever the live ratio says.
+    let over_target = inner.space.under_pressure()
+        || (live as f64) < inner.options.space_target_live_ratio * total as f64;
     if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX) {
         return Ok(false);
     }
@@ -219,6 +221,9 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Re
         head.flush(true)?;
     }
     inner.segments.remove(victim.id());
+    if victim.header.class == MediaClass::Capacity {
+        inner.space.note_freed(victim.disk_bytes());
+    }
     std::fs::remove_file(victim.path())
         .map_err(|error| crate::Error::io(format!("remove {}", victim.path().display()), error))?;
     sync_dir(

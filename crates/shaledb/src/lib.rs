@@ -38,6 +38,7 @@ mod record;
 mod recovery;
 mod segment;
 mod snapshot;
+mod space;
 mod stats;
 mod txn;
 mod worker;

@@ -80,6 +80,11 @@ pub struct Options {
     /// Budget of the staging class, in bytes: past it the cleaner moves the oldest staging data
     /// down to capacity. Default 4 GiB; at least four segments.
     pub staging_bytes_max: u64,
+    /// Most bytes the capacity class may hold. Default: whatever its file system can hold.
+    pub space_bytes_max: Option<u64>,
+    /// Segments of space kept in reserve below the limit: inside it the cleaner works at once
+    /// and writers are slowed in proportion. Default 4.
+    pub reserve_segments: u64,
 }
 
 impl Default for Options {
@@ -98,6 +103,8 @@ impl Default for Options {
             capacity_dir: None,
             staging_dir: None,
             staging_bytes_max: 4 << 30,
+            space_bytes_max: None,
+            reserve_segments: 4,
         }
     }
 }

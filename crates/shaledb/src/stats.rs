@@ -87,6 +87,8 @@ pub struct Counters {
     pub cleaner_tombstones_dropped: Counter,
     /// Sum over cleaned segments of their live fraction when picked, in millionths.
     pub cleaner_live_fraction_micros: Counter,
+    /// Time writers spent slowed down by the space reserve, in microseconds.
+    pub throttled_micros: Counter,
     pub checkpoints_written: Counter,
     pub checkpoint_bytes_written: Counter,
 }
@@ -155,6 +157,11 @@ pub struct Stats {
     pub cleaner_tombstones_dropped: u64,
     /// Average live fraction of the segments the cleaner picked (0 when none).
     pub cleaner_live_fraction_avg: f64,
+    /// Time writers spent slowed down because the space reserve was running low.
+    pub throttled_secs: f64,
+    /// Bytes the capacity class uses, and the most it may use (space budget or free space).
+    pub capacity_used_bytes: u64,
+    pub capacity_limit_bytes: u64,
     /// Segments and their bytes by the head that wrote them: client, cleaner-young, cleaner-old.
     pub segments_by_head: Vec<HeadStats>,
     /// Open snapshots, and the age in seconds of the oldest one.

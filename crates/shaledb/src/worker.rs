@@ -140,6 +140,9 @@ fn run_flusher(inner: &Inner, stop: &StopSignal) {
 fn run_maintenance(inner: &Inner, stop: &StopSignal) {
     while !stop.sleep(MAINTENANCE_PERIOD) {
         guarded(inner, "maintenance", || {
+            inner
+                .space
+                .refresh(&inner.segments, &inner.media.capacity_dir)?;
             if inner.options.cleaner {
                 for _ in 0..CLEAN_STEPS_PER_ROUND {
                     if stop.is_stopped() || !crate::gc::clean_step(inner)? {

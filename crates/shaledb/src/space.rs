@@ -1,0 +1,140 @@
+//! The space budget and writer pacing.
+//!
+//! The capacity class may hold at most a limit of bytes: `Options::space_bytes_max`, or what its
+//! file system can still hold. The last `reserve_segments` segments of that are a reserve: while
+//! usage is inside it, the cleaner works without waiting for the live-ratio target and writers
+//! are slowed in proportion to how deep into the reserve usage is, so cleaning can keep up
+//! without writers ever stalling outright. A batch that would not fit at all fails with
+//! `ErrorKind::NoSpace` before anything is written.
+
+use crate::error::{Error, Result};
+use crate::media::MediaClass;
+use crate::segment::SegmentTable;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Longest delay one write is given when the reserve is nearly used up.
+const DELAY_MAX: Duration = Duration::from_millis(20);
+
+pub struct SpaceBudget {
+    configured_max_bytes: Option<u64>,
+    reserve_bytes: u64,
+    limit_bytes: AtomicU64,
+    used_bytes: AtomicU64,
+}
+
+impl SpaceBudget {
+    pub fn new(configured_max_bytes: Option<u64>, reserve_bytes: u64) -> Self {
+        SpaceBudget {
+            configured_max_bytes,
+            reserve_bytes,
+            limit_bytes: AtomicU64::new(u64::MAX),
+            used_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Recomputes usage from the segments and the limit from the file system.
+    pub fn refresh(&self, segments: &SegmentTable, capacity_dir: &Path) -> Result<()> {
+        let used: u64 = segments
+            .all()
+            .iter()
+            .filter(|segment| segment.header.class == MediaClass::Capacity)
+            .map(|segment| segment.disk_bytes())
+            .sum();
+        let available = fs4::available_space(capacity_dir).map_err(|error| {
+            Error::io(format!("free space of {}", capacity_dir.display()), error)
+        })?;
+        let device_limit = used.saturating_add(available);
+        let limit = self
+            .configured_max_bytes
+            .map_or(device_limit, |max| max.min(device_limit));
+        self.used_bytes.store(used, Ordering::Relaxed);
+        self.limit_bytes.store(limit, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn note_appended(&self, bytes: u64) {
+        self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn note_freed(&self, bytes: u64) {
+        let _ = self
+            .used_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    /// (used, limit) in bytes.
+    pub fn usage(&self) -> (u64, u64) {
+        (
+            self.used_bytes.load(Ordering::Relaxed),
+            self.limit_bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Whether usage is inside the reserve: the cleaner should work now.
+    pub fn under_pressure(&self) -> bool {
+        let (used, limit) = self.usage();
+        used.saturating_add(self.reserve_bytes) > limit
+    }
+
+    /// Admits a write of `bytes`: `Ok(None)` to go ahead, `Ok(Some(delay))` to go ahead after
+    /// `delay`, or `NoSpace` when it cannot fit.
+    pub fn admit(&self, bytes: u64) -> Result<Option<Duration>> {
+        let (used, limit) = self.usage();
+        let after = used.saturating_add(bytes);
+        if after > limit {
+            return Err(Error::io(
+                format!(
+                    "a write of {bytes} bytes does not fit: {used} of {limit} bytes of the capacity class are in use \
+                     and the cleaner cannot free more; delete data, or raise space_bytes_max or free disk space"
+                ),
+                std::io::Error::from_raw_os_error(libc::ENOSPC),
+            ));
+        }
+        let reserve_start = limit.saturating_sub(self.reserve_bytes);
+        if after <= reserve_start || self.reserve_bytes == 0 {
+            return Ok(None);
+        }
+        let depth = (after - reserve_start) as f64 / self.reserve_bytes as f64;
+        Ok(Some(DELAY_MAX.mul_f64(depth.clamp(0.0, 1.0))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(used: u64, limit: u64, reserve: u64) -> SpaceBudget {
+        let budget = SpaceBudget::new(Some(limit), reserve);
+        budget.used_bytes.store(used, Ordering::Relaxed);
+        budget.limit_bytes.store(limit, Ordering::Relaxed);
+        budget
+    }
+
+    #[test]
+    fn writers_slow_down_smoothly_then_get_a_clear_error() {
+        let ample = budget(10, 1000, 200);
+        assert_eq!(ample.admit(100).unwrap(), None);
+        assert!(!ample.under_pressure());
+        let shallow = budget(810, 1000, 200).admit(10).unwrap().unwrap();
+        let deep = budget(950, 1000, 200).admit(10).unwrap().unwrap();
+        assert!(
+            shallow < deep && deep <= DELAY_MAX,
+            "{shallow:?} < {deep:?}"
+        );
+        assert!(budget(900, 1000, 200).under_pressure());
+        let error = budget(995, 1000, 200).admit(10).unwrap_err();
+        assert_eq!(error.kind(), crate::ErrorKind::NoSpace);
+        assert!(error.to_string().contains("does not fit"), "{error}");
+    }
+
+    #[test]
+    fn freeing_never_underflows() {
+        let budget = budget(100, 1000, 0);
+        budget.note_freed(500);
+        assert_eq!(budget.usage().0, 0);
+    }
+}
