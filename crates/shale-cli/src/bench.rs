@@ -24,6 +24,38 @@ pub enum BenchCommand {
     Quick(QuickArgs),
     /// ShaleDB transactions: 2-key transfers between two KVSs, per thread count.
     Transfer(TransferArgs),
+    /// ShaleDB's cleaner under a steady update load: write and space amplification, get tails.
+    Gc(GcArgs),
+}
+
+#[derive(clap::Args)]
+pub struct GcArgs {
+    /// Records loaded, then updated.
+    #[arg(long, default_value_t = 200_000)]
+    records: u64,
+    #[arg(long, default_value_t = 1024)]
+    value_size: usize,
+    /// Stop after writing this many times the data set in updates.
+    #[arg(long, default_value_t = 20.0)]
+    written_multiple: f64,
+    /// Which keys the updates hit: zipfian (YCSB's scrambled Zipfian) or uniform.
+    #[arg(long, default_value = "zipfian")]
+    distribution: String,
+    /// Keep live/physical at this ratio (the space budget's utilization target).
+    #[arg(long, default_value_t = 0.8)]
+    live_ratio: f64,
+    /// Add a staging class of this fraction of the live data (KVS policy staging_max_capacity).
+    #[arg(long)]
+    staging_fraction: Option<f64>,
+    /// Run with the background cleaner off (the baseline for get latency).
+    #[arg(long)]
+    cleaner_off: bool,
+    /// Segment size in MiB (smaller segments let the cleaner work on small data sets).
+    #[arg(long, default_value_t = 16)]
+    segment_mb: u64,
+    /// Where the run's KVDB is created (and removed afterwards).
+    #[arg(long, default_value = "shale-data/bench")]
+    data_dir: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -362,6 +394,7 @@ pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
     let (report, out) = match command {
         BenchCommand::Quick(args) => return run_quick(cli, args),
         BenchCommand::Transfer(args) => return run_transfers(cli, args),
+        BenchCommand::Gc(args) => return run_gc(cli, args),
         BenchCommand::Ycsb(args) => {
             let common = common_params(cli, &args.common);
             let params = YcsbParams {
@@ -494,5 +527,121 @@ fn run_transfers(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
         db.close()?;
         std::fs::remove_dir_all(&dir).ok();
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Loads `records` keys, then updates them (zipfian or uniform) from one writer thread until
+/// `written_multiple` times the data set was written, while a reader thread samples get latency.
+/// Reports media bytes written per user byte during the updates (all classes and capacity
+/// alone), space amplification at the end, and the reader's latency tail.
+fn run_gc(cli: &Cli, args: &GcArgs) -> Result<ExitCode> {
+    use shaledb_bench::measure::{OpKind, Recorder};
+    use shaledb_bench::ycsb::generator::ScrambledZipfian;
+    let dir = args.data_dir.join(format!("gc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let record_bytes = (args.value_size + 23) as u64;
+    let data_bytes = args.records * record_bytes;
+    let mut options = Options {
+        durability: cli.durability.parse()?,
+        cache_bytes: cli.cache_mb.map_or(data_bytes / 8, |mib| mib << 20),
+        space_target_live_ratio: args.live_ratio,
+        cleaner: !args.cleaner_off,
+        segment_bytes: args.segment_mb << 20,
+        ..Options::default()
+    };
+    let mut kvs_options = shaledb::KvsOptions::default();
+    if let Some(fraction) = args.staging_fraction {
+        options.staging_dir = Some(dir.join("staging"));
+        options.staging_bytes_max =
+            ((data_bytes as f64 * fraction) as u64).max(4 * options.segment_bytes);
+        kvs_options.media_policy = shaledb::MediaPolicy::StagingMaxCapacity;
+    }
+    let db = Db::open(&dir, options.clone())?;
+    let kvs = db.kvs_with_options("gc", kvs_options)?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let value: Vec<u8> = (0..args.value_size).map(|_| rng.gen()).collect();
+    for ordinal in 0..args.records {
+        kvs.put(key_for(ordinal, 23), &value)?;
+    }
+    db.sync()?;
+    let before = db.stats();
+    let target_bytes = (data_bytes as f64 * args.written_multiple) as u64;
+    let zipfian = ScrambledZipfian::new(0, args.records - 1);
+    let uniform = args.distribution == "uniform";
+    anyhow::ensure!(
+        uniform || args.distribution == "zipfian",
+        "distribution must be zipfian or uniform"
+    );
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let started = Instant::now();
+    let reader = std::thread::scope(|scope| -> Result<Recorder> {
+        let reader = scope.spawn(|| -> Result<Recorder> {
+            let mut recorder = Recorder::default();
+            let mut rng = rand::thread_rng();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let begin = Instant::now();
+                kvs.get(key_for(rng.gen_range(0..args.records), 23))?;
+                recorder.record(OpKind::Read, begin.elapsed());
+            }
+            Ok(recorder)
+        });
+        let mut written = 0u64;
+        let mut rng = rand::thread_rng();
+        while written < target_bytes {
+            let ordinal = if uniform {
+                rng.gen_range(0..args.records)
+            } else {
+                zipfian.next(&mut rng)
+            };
+            kvs.put(key_for(ordinal, 23), &value)?;
+            written += record_bytes;
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().expect("reader thread panicked")
+    })?;
+    let update_secs = started.elapsed().as_secs_f64();
+    db.sync()?;
+    let after = db.stats();
+    let user = (after.user_bytes_written - before.user_bytes_written).max(1) as f64;
+    let written = |stats: &shaledb::Stats, class: Option<&str>| -> u64 {
+        stats
+            .media
+            .iter()
+            .filter(|media| class.is_none_or(|name| media.class == name))
+            .map(|media| media.bytes_written)
+            .sum()
+    };
+    let all = (written(&after, None) - written(&before, None)) as f64 / user;
+    let capacity =
+        (written(&after, Some("capacity")) - written(&before, Some("capacity"))) as f64 / user;
+    let reads = &reader.summaries()[&OpKind::Read];
+    println!(
+        "gc: {} records x {} B ({:.0} MiB), {} MiB segments, {} updates of {:.1}x the data set in {:.1} s, live-ratio target {}, {}{}",
+        args.records,
+        args.value_size,
+        data_bytes as f64 / (1 << 20) as f64,
+        args.segment_mb,
+        args.distribution,
+        args.written_multiple,
+        update_secs,
+        args.live_ratio,
+        args.staging_fraction.map_or("capacity only".to_string(), |fraction| format!("staging {:.0}% of live data", fraction * 100.0)),
+        if args.cleaner_off { ", cleaner OFF" } else { "" }
+    );
+    println!(
+        "  media bytes written per user byte: {all:.2} (capacity class {capacity:.2}); space amplification {:.2}; \
+         cleaner {} segments (avg live fraction {:.2}); throttled {:.2} s",
+        after.space_amplification(),
+        after.cleaner_segments_cleaned - before.cleaner_segments_cleaned,
+        after.cleaner_live_fraction_avg,
+        after.throttled_secs
+    );
+    println!(
+        "  concurrent gets: {} | avg {:.0} us | p99 {} us | p99.9 {} us | max {} us",
+        reads.count, reads.avg, reads.p99, reads.p999, reads.max
+    );
+    drop(kvs);
+    db.close()?;
+    std::fs::remove_dir_all(&dir).ok();
     Ok(ExitCode::SUCCESS)
 }

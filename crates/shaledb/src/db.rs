@@ -272,6 +272,12 @@ impl Db {
         let space = SpaceBudget::new(
             options.space_bytes_max,
             options.reserve_segments * options.segment_bytes,
+            // Without a cleaner nothing could bring usage back under a soft budget.
+            if options.cleaner {
+                options.space_target_live_ratio
+            } else {
+                0.0
+            },
         );
         space.refresh(&segments, &media.capacity_dir)?;
         let visible = recovered.next_seqno - 1;

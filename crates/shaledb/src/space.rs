@@ -6,6 +6,11 @@
 //! are slowed in proportion to how deep into the reserve usage is, so cleaning can keep up
 //! without writers ever stalling outright. A batch that would not fit at all fails with
 //! `ErrorKind::NoSpace` before anything is written.
+//!
+//! The same proportional pacing applies against the soft budget, live bytes divided by
+//! `space_target_live_ratio`: when writers outrun the cleaner and usage passes it, they slow
+//! down by how far past it usage is, so the cleaner's share of the device follows the ingest
+//! rate instead of falling behind.
 
 use crate::error::{Error, Result};
 use crate::media::MediaClass;
@@ -20,28 +25,45 @@ const DELAY_MAX: Duration = Duration::from_millis(20);
 pub struct SpaceBudget {
     configured_max_bytes: Option<u64>,
     reserve_bytes: u64,
+    live_ratio_target: f64,
     limit_bytes: AtomicU64,
     used_bytes: AtomicU64,
+    /// Live bytes / target ratio, at the last refresh.
+    soft_limit_bytes: AtomicU64,
 }
 
 impl SpaceBudget {
-    pub fn new(configured_max_bytes: Option<u64>, reserve_bytes: u64) -> Self {
+    pub fn new(
+        configured_max_bytes: Option<u64>,
+        reserve_bytes: u64,
+        live_ratio_target: f64,
+    ) -> Self {
         SpaceBudget {
             configured_max_bytes,
             reserve_bytes,
+            live_ratio_target,
             limit_bytes: AtomicU64::new(u64::MAX),
             used_bytes: AtomicU64::new(0),
+            soft_limit_bytes: AtomicU64::new(u64::MAX),
         }
     }
 
     /// Recomputes usage from the segments and the limit from the file system.
     pub fn refresh(&self, segments: &SegmentTable, capacity_dir: &Path) -> Result<()> {
-        let used: u64 = segments
+        let capacity: Vec<_> = segments
             .all()
-            .iter()
+            .into_iter()
             .filter(|segment| segment.header.class == MediaClass::Capacity)
-            .map(|segment| segment.disk_bytes())
-            .sum();
+            .collect();
+        let used: u64 = capacity.iter().map(|segment| segment.disk_bytes()).sum();
+        let live: u64 = capacity.iter().map(|segment| segment.live_bytes()).sum();
+        // The reserve on top keeps small KVDBs (a few segments) out of the soft budget's reach.
+        let soft = if self.live_ratio_target > 0.0 {
+            (live as f64 / self.live_ratio_target) as u64 + self.reserve_bytes
+        } else {
+            u64::MAX
+        };
+        self.soft_limit_bytes.store(soft, Ordering::Relaxed);
         let available = fs4::available_space(capacity_dir).map_err(|error| {
             Error::io(format!("free space of {}", capacity_dir.display()), error)
         })?;
@@ -74,10 +96,11 @@ impl SpaceBudget {
         )
     }
 
-    /// Whether usage is inside the reserve: the cleaner should work now.
+    /// Whether usage is inside the reserve or past the soft budget: the cleaner should work now.
     pub fn under_pressure(&self) -> bool {
         let (used, limit) = self.usage();
         used.saturating_add(self.reserve_bytes) > limit
+            || used > self.soft_limit_bytes.load(Ordering::Relaxed)
     }
 
     /// Admits a write of `bytes`: `Ok(None)` to go ahead, `Ok(Some(delay))` to go ahead after
@@ -94,12 +117,19 @@ impl SpaceBudget {
                 std::io::Error::from_raw_os_error(libc::ENOSPC),
             ));
         }
-        let reserve_start = limit.saturating_sub(self.reserve_bytes);
-        if after <= reserve_start || self.reserve_bytes == 0 {
+        if self.reserve_bytes == 0 {
             return Ok(None);
         }
-        let depth = (after - reserve_start) as f64 / self.reserve_bytes as f64;
-        Ok(Some(DELAY_MAX.mul_f64(depth.clamp(0.0, 1.0))))
+        // How deep usage is into the hard reserve, and how far past the soft budget (in
+        // reserves): the larger decides the delay.
+        let reserve_start = limit.saturating_sub(self.reserve_bytes);
+        let soft = self.soft_limit_bytes.load(Ordering::Relaxed);
+        let depth = |start: u64| after.saturating_sub(start) as f64 / self.reserve_bytes as f64;
+        let depth = depth(reserve_start).max(depth(soft));
+        if depth <= 0.0 {
+            return Ok(None);
+        }
+        Ok(Some(DELAY_MAX.mul_f64(depth.min(1.0))))
     }
 }
 
@@ -108,7 +138,7 @@ mod tests {
     use super::*;
 
     fn budget(used: u64, limit: u64, reserve: u64) -> SpaceBudget {
-        let budget = SpaceBudget::new(Some(limit), reserve);
+        let budget = SpaceBudget::new(Some(limit), reserve, 0.75);
         budget.used_bytes.store(used, Ordering::Relaxed);
         budget.limit_bytes.store(limit, Ordering::Relaxed);
         budget
@@ -129,6 +159,20 @@ mod tests {
         let error = budget(995, 1000, 200).admit(10).unwrap_err();
         assert_eq!(error.kind(), crate::ErrorKind::NoSpace);
         assert!(error.to_string().contains("does not fit"), "{error}");
+    }
+
+    #[test]
+    fn writers_past_the_soft_budget_slow_down_too() {
+        let budget = budget(500, 10_000, 100);
+        budget.soft_limit_bytes.store(400, Ordering::Relaxed); // live 300 at a 0.75 target
+        assert!(budget.under_pressure());
+        let delay = budget.admit(10).unwrap().unwrap();
+        assert_eq!(
+            delay, DELAY_MAX,
+            "a full reserve past the soft budget gets the longest delay"
+        );
+        budget.soft_limit_bytes.store(480, Ordering::Relaxed);
+        assert!(budget.admit(10).unwrap().unwrap() < DELAY_MAX);
     }
 
     #[test]

@@ -144,9 +144,20 @@ fn run_maintenance(inner: &Inner, stop: &StopSignal) {
                 .space
                 .refresh(&inner.segments, &inner.media.capacity_dir)?;
             if inner.options.cleaner {
-                for _ in 0..CLEAN_STEPS_PER_ROUND {
-                    if stop.is_stopped() || !crate::gc::clean_step(inner)? {
+                // Under space pressure keep cleaning (writers are being slowed meanwhile);
+                // otherwise a few steps per round.
+                let mut steps = 0;
+                while !stop.is_stopped()
+                    && (steps < CLEAN_STEPS_PER_ROUND || inner.space.under_pressure())
+                {
+                    if !crate::gc::clean_step(inner)? {
                         break;
+                    }
+                    steps += 1;
+                    if steps % CLEAN_STEPS_PER_ROUND == 0 {
+                        inner
+                            .space
+                            .refresh(&inner.segments, &inner.media.capacity_dir)?;
                     }
                 }
             }
