@@ -3,8 +3,9 @@
 //! Method: a child process (this test binary, re-run in child mode) applies deterministic batches
 //! one at a time and prints each acknowledgement; the parent kills it with SIGKILL at a random
 //! moment, reopens the KVDB and requires its contents to equal the model after the last
-//! acknowledged batch or after the one in flight, nothing in between. Small segments keep the
-//! cleaner and checkpoints running while the child is killed.
+//! acknowledged batch or after the one in flight, nothing in between. Small segments keep
+//! checkpoints running, and a thread compacting in a loop beside the writer makes kills land
+//! in the middle of cleaning.
 
 mod common;
 
@@ -102,6 +103,12 @@ fn crash_child() {
     let kvs = db.kvs("crash").unwrap();
     let mut next = last_applied(&db).map_or(0, |last| last + 1);
     println!("READY {next}");
+    // Clean continuously beside the writer, so kills land in the middle of cleaning too.
+    let db = std::sync::Arc::new(db);
+    let cleaner = db.clone();
+    std::thread::spawn(move || loop {
+        cleaner.compact().unwrap();
+    });
     loop {
         let mut batch = db.batch();
         for write in batch_writes(next) {
