@@ -712,33 +712,15 @@ impl Inner {
             return Ok(());
         }
         // Pacing happens before any lock is taken, so a slowed writer blocks nobody.
-        let admitted_bytes: usize = ops
-            .iter()
-            .map(|op| record::encoded_len(op.key.len(), op.value.len()))
-            .sum();
-        if let Some(delay) = self.space.admit(admitted_bytes as u64)? {
-            // The reserve is running low: give the cleaner time, in proportion.
-            std::thread::sleep(delay);
-            self.counters.throttled_micros.add(delay.as_micros() as u64);
-        }
-        let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
-        involved.sort_by_key(|kvs| kvs.id);
-        involved.dedup_by_key(|kvs| kvs.id);
-        // Lock order: KVS indexes by id, then the client head (invariant I4).
-        let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
-            Vec::with_capacity(involved.len());
-        for kvs in &involved {
-            let guard = kvs.index.write();
-            if kvs.dropped.load(Ordering::Acquire) {
-                return Err(Error::KvsNotFound(kvs.name.clone()));
-            }
-            guards.push((kvs.id, guard));
-        }
         let total_bytes: usize = ops
             .iter()
             .map(|op| record::encoded_len(op.key.len(), op.value.len()))
             .sum();
-        let mut encoded = Vec::with_capacity(total_bytes);
+        if let Some(delay) = self.space.admit(total_bytes as u64)? {
+            // The reserve is running low: give the cleaner time, in proportion.
+            std::thread::sleep(delay);
+            self.counters.throttled_micros.add(delay.as_micros() as u64);
+        }
         // Batches go to staging if any KVS they write keeps new data there.
         let class = if self.has_staging()
             && ops
@@ -749,8 +731,24 @@ impl Inner {
         } else {
             MediaClass::Capacity
         };
-        let _commit_order = self.commit_order.lock();
         let head = self.head_at(class, HeadKind::Client);
+        // A segment roll (an fdatasync) happens now, before the index locks, not under them.
+        head.make_room(total_bytes)?;
+        let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
+        involved.sort_by_key(|kvs| kvs.id);
+        involved.dedup_by_key(|kvs| kvs.id);
+        // Lock order: KVS indexes by id, the commit order, then the client head (invariant I4).
+        let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
+            Vec::with_capacity(involved.len());
+        for kvs in &involved {
+            let guard = kvs.index.write();
+            if kvs.dropped.load(Ordering::Acquire) {
+                return Err(Error::KvsNotFound(kvs.name.clone()));
+            }
+            guards.push((kvs.id, guard));
+        }
+        let mut encoded = Vec::with_capacity(total_bytes);
+        let _commit_order = self.commit_order.lock();
         let mut appender = head.lock();
         validate(&self.conflicts)?;
         appender.reserve(total_bytes)?;

@@ -164,6 +164,10 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Re
             };
             match record.kind {
                 RecordKind::Put | RecordKind::SnapshotCopy => {
+                    // Any roll or flush happens now, before the index lock (only the cleaner
+                    // appends to cleaner heads, so the room is still there below).
+                    let destination = destination_for(kvs.options.media_policy);
+                    destination.make_room(record.encoded_len())?;
                     // Holding the index lock across the append makes the move a compare-and-swap:
                     // a concurrent overwrite either happened before (the record is dead) or waits.
                     let mut index = kvs.index.write();
@@ -172,13 +176,7 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Re
                         Liveness::Newest => RecordKind::Put,
                         Liveness::Snapshot => RecordKind::SnapshotCopy,
                     };
-                    let to = copy_record(
-                        inner,
-                        destination_for(kvs.options.media_policy),
-                        &mut encoded,
-                        record,
-                        kind,
-                    )?;
+                    let to = copy_record(inner, destination, &mut encoded, record, kind)?;
                     let moved = index.relocate(record.key, record.seqno, from, to);
                     debug_assert!(
                         moved,

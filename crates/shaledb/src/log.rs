@@ -272,6 +272,34 @@ impl LogHead {
         (buf, base, end)
     }
 
+    /// Rolls the segment or flushes the buffer now if `bytes` more would need it, so that the
+    /// caller's next `reserve` finds room without I/O. Call it before taking an index lock: a
+    /// roll's fdatasync under that lock would stall every reader of the KVS.
+    pub fn make_room(&self, bytes: usize) -> Result<()> {
+        let mut state = self.state.lock();
+        self.make_room_locked(&mut state, bytes)
+    }
+
+    fn make_room_locked(&self, state: &mut MutexGuard<'_, HeadState>, bytes: usize) -> Result<()> {
+        let bytes = bytes as u64;
+        assert!(
+            SEGMENT_HEADER_BYTES + bytes <= self.config.segment_bytes,
+            "callers bound batches by the segment size"
+        );
+        loop {
+            self.config.poison.check()?;
+            if state.rolling {
+                self.changed.wait(state);
+            } else if state.end + bytes > self.config.segment_bytes {
+                self.roll(state)?;
+            } else if (state.end + bytes - state.tail_base) as usize > state.tail.capacity() {
+                self.flush_locked(state, false)?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
     /// Seals the active segment if it holds records, so the cleaner may take it.
     pub fn seal_active(&self) -> Result<()> {
         let mut state = self.state.lock();
@@ -355,26 +383,7 @@ impl Appender<'_> {
     /// Makes room for `bytes` of records, contiguous in one segment: rolls the segment or
     /// waits for a flush as needed. Must precede the appends it covers.
     pub fn reserve(&mut self, bytes: usize) -> Result<()> {
-        let head = self.head;
-        let bytes = bytes as u64;
-        assert!(
-            SEGMENT_HEADER_BYTES + bytes <= head.config.segment_bytes,
-            "callers bound batches by the segment size"
-        );
-        loop {
-            head.config.poison.check()?;
-            if self.state.rolling {
-                head.changed.wait(&mut self.state);
-            } else if self.state.end + bytes > head.config.segment_bytes {
-                head.roll(&mut self.state)?;
-            } else if (self.state.end + bytes - self.state.tail_base) as usize
-                > self.state.tail.capacity()
-            {
-                head.flush_locked(&mut self.state, false)?;
-            } else {
-                return Ok(());
-            }
-        }
+        self.head.make_room_locked(&mut self.state, bytes)
     }
 
     /// Appends one encoded record inside the reserved space.
