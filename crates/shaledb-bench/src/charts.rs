@@ -5,6 +5,7 @@
 use crate::report::{groups, median_run};
 use crate::suite::{RunResult, SuiteReport};
 use anyhow::{Context, Result};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Arc;
@@ -74,18 +75,34 @@ fn engines(runs: &[&RunResult]) -> Vec<String> {
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
+/// Renders one SVG chart: a white canvas of SIZE, painted by `paint`.
+fn render(
+    title: &str,
+    paint: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult,
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let painted = (|| -> DrawResult {
+            root.fill(&WHITE)?;
+            paint(&root)?;
+            root.present()?;
+            Ok(())
+        })();
+        painted.map_err(|error| anyhow::anyhow!("drawing {title}: {error}"))?;
+    }
+    Ok(svg)
+}
+
 /// One point of a throughput/latency curve: (ops/s, average latency µs, thread count).
 type CurvePoint = (f64, f64, usize);
 
 fn throughput_vs_latency(title: &str, series: &[(String, Vec<CurvePoint>)]) -> Result<String> {
-    let mut svg = String::new();
-    let mut draw = || -> DrawResult {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE)?;
+    render(title, |root| {
         let points = series.iter().flat_map(|(_, points)| points.iter());
         let x_max = points.clone().map(|point| point.0).fold(1.0, f64::max) * 1.15;
         let y_max = points.map(|point| point.1).fold(1.0, f64::max) * 1.15;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 22))
             .margin(15)
             .x_label_area_size(45)
@@ -118,20 +135,14 @@ fn throughput_vs_latency(title: &str, series: &[(String, Vec<CurvePoint>)]) -> R
             .border_style(BLACK)
             .background_style(WHITE)
             .draw()?;
-        root.present()?;
         Ok(())
-    };
-    draw().map_err(|error| anyhow::anyhow!("drawing {title}: {error}"))?;
-    Ok(svg)
+    })
 }
 
 fn tail_latency_bars(title: &str, bars: &[(String, f64, f64)]) -> Result<String> {
-    let mut svg = String::new();
-    let mut draw = || -> DrawResult {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE)?;
+    render(title, |root| {
         let y_max = bars.iter().map(|bar| bar.2.max(bar.1)).fold(1.0, f64::max) * 1.2;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 22))
             .margin(15)
             .x_label_area_size(60)
@@ -163,18 +174,12 @@ fn tail_latency_bars(title: &str, bars: &[(String, f64, f64)]) -> Result<String>
             .border_style(BLACK)
             .background_style(WHITE)
             .draw()?;
-        root.present()?;
         Ok(())
-    };
-    draw().map_err(|error| anyhow::anyhow!("drawing {title}: {error}"))?;
-    Ok(svg)
+    })
 }
 
 fn timeline(title: &str, series: &[(String, Vec<u64>)]) -> Result<String> {
-    let mut svg = String::new();
-    let mut draw = || -> DrawResult {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE)?;
+    render(title, |root| {
         let x_max = series
             .iter()
             .map(|(_, points)| points.len())
@@ -189,7 +194,7 @@ fn timeline(title: &str, series: &[(String, Vec<u64>)]) -> Result<String> {
             .unwrap_or(1)
             .max(1) as f64
             * 1.15;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 22))
             .margin(15)
             .x_label_area_size(45)
@@ -220,11 +225,8 @@ fn timeline(title: &str, series: &[(String, Vec<u64>)]) -> Result<String> {
             .border_style(BLACK)
             .background_style(WHITE)
             .draw()?;
-        root.present()?;
         Ok(())
-    };
-    draw().map_err(|error| anyhow::anyhow!("drawing {title}: {error}"))?;
-    Ok(svg)
+    })
 }
 
 /// Writes every chart of `report` into `out`.
