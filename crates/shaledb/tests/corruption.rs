@@ -179,3 +179,40 @@ fn garbled_catalog_is_a_clear_error() {
     assert_eq!(error.kind(), ErrorKind::Corruption);
     assert!(error.to_string().contains("catalog.json"), "{error}");
 }
+
+#[test]
+fn a_batch_cut_by_a_torn_tail_is_dropped_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = vec![3u8; 20_000];
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        let kvs = db.kvs("t").unwrap();
+        kvs.put(b"before", b"kept").unwrap();
+        let mut batch = db.batch();
+        for key in [b"b1", b"b2", b"b3"] {
+            batch.put(&kvs, key, &value);
+        }
+        db.write(batch).unwrap();
+        db.close().unwrap();
+    }
+    // Recovery must replay the log (no checkpoint) and find the batch's last record torn.
+    std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
+    let segment = segments(dir.path())
+        .into_iter()
+        .max_by_key(|path| std::fs::metadata(path).unwrap().len())
+        .unwrap();
+    let len = std::fs::metadata(&segment).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(len - 8192)
+        .unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    assert_eq!(db.recovery_report().incomplete_batches_dropped, 1, "{:?}", db.recovery_report());
+    let kvs = db.kvs("t").unwrap();
+    assert_eq!(kvs.get(b"before").unwrap().as_deref(), Some(&b"kept"[..]));
+    for key in [b"b1", b"b2", b"b3"] {
+        assert_eq!(kvs.get(key).unwrap(), None, "no part of a torn batch is applied");
+    }
+}
