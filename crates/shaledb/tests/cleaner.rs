@@ -222,3 +222,45 @@ fn cleaning_racing_overwrites_and_deletes_loses_and_resurrects_nothing() {
     let db = Db::open(dir.path(), common::small_options()).unwrap();
     check(&db); // a full rescan resurrects no deleted key
 }
+
+#[test]
+fn tombstones_outlive_older_versions_in_segments_the_cleaner_keeps() {
+    // Segment 1 stays almost fully live and is never picked by the background cleaner, but holds
+    // the old version of "victim". The tombstone of "victim" lands among data that dies at once,
+    // which the cleaner frees. Dropping that tombstone would resurrect "victim" on a full rescan.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let value = vec![4u8; 4000];
+    kvs.put(b"victim", &value).unwrap();
+    for key in 0..520u32 {
+        // Fills the first 2 MiB segment, so the delete below lands in the second.
+        kvs.put(format!("cold{key:04}"), &value).unwrap();
+    }
+    kvs.delete(b"victim").unwrap();
+    db.checkpoint().unwrap(); // the checkpoint covers the tombstone
+    for round in 0..12u32 {
+        for key in 0..100u32 {
+            kvs.put(format!("hot{key:03}"), vec![round as u8; 4000])
+                .unwrap();
+        }
+    }
+    db.sync().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while db.stats().cleaner_segments_cleaned < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        db.stats().cleaner_segments_cleaned >= 2,
+        "the background cleaner freed the dead segments"
+    );
+    db.close().unwrap();
+    std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
+    let db = Db::open(dir.path(), common::small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    assert!(
+        kvs.get(b"victim").unwrap().is_none(),
+        "a deleted key came back after a full rescan"
+    );
+    assert_eq!(kvs.len().unwrap(), 620);
+}

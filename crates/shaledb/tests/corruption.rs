@@ -209,10 +209,19 @@ fn a_batch_cut_by_a_torn_tail_is_dropped_whole() {
         .set_len(len - 8192)
         .unwrap();
     let db = Db::open(dir.path(), small_options()).unwrap();
-    assert_eq!(db.recovery_report().incomplete_batches_dropped, 1, "{:?}", db.recovery_report());
+    assert_eq!(
+        db.recovery_report().incomplete_batches_dropped,
+        1,
+        "{:?}",
+        db.recovery_report()
+    );
     let kvs = db.kvs("t").unwrap();
     assert_eq!(kvs.get(b"before").unwrap().as_deref(), Some(&b"kept"[..]));
     for key in [b"b1", b"b2", b"b3"] {
-        assert_eq!(kvs.get(key).unwrap(), None, "no part of a torn batch is applied");
+        assert_eq!(
+            kvs.get(key).unwrap(),
+            None,
+            "no part of a torn batch is applied"
+        );
     }
 }
