@@ -72,24 +72,24 @@ impl Catalog {
     }
 
     pub fn store(&self, home: &Path) -> Result<()> {
-        let path = home.join(FILE_NAME);
-        let temporary = home.join(format!("{FILE_NAME}.tmp"));
         let text = serde_json::to_vec_pretty(self).expect("the catalog always serializes");
-        write_file_durably(&temporary, &text)?;
-        std::fs::rename(&temporary, &path)
-            .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
-        sync_dir(home)
+        replace_file_durably(home, FILE_NAME, &text)
     }
 }
 
-/// Writes `bytes` to a new file at `path` and fsyncs it.
-pub fn write_file_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Replaces `dir/name` with `bytes` atomically and durably: writes `dir/name.tmp`, fsyncs it,
+/// renames it over `dir/name`, and fsyncs `dir`.
+pub fn replace_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let mut file = std::fs::File::create(path)
-        .map_err(|error| Error::io(format!("create {}", path.display()), error))?;
+    let temporary = dir.join(format!("{name}.tmp"));
+    let mut file = std::fs::File::create(&temporary)
+        .map_err(|error| Error::io(format!("create {}", temporary.display()), error))?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
-        .map_err(|error| Error::io(format!("write {}", path.display()), error))
+        .map_err(|error| Error::io(format!("write {}", temporary.display()), error))?;
+    std::fs::rename(&temporary, dir.join(name))
+        .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
+    sync_dir(dir)
 }
 
 #[cfg(test)]

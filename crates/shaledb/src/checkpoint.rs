@@ -8,7 +8,7 @@
 //!          u32 len, u64 seqno; a u16 0 ends the KVS
 //! u8 0, u64 entry count, u32 crc32c of every byte before it
 //! ```
-//! The file is written to `checkpoint.tmp`, fsynced, and renamed over `checkpoint.ckpt`.
+//! The file is written to `checkpoint.ckpt.tmp`, fsynced, and renamed over `checkpoint.ckpt`.
 //!
 //! Consistency (see docs/ARCHITECTURE.md, invariant I5): replay positions are taken before the
 //! indexes are read, and every appended record is in its index before its head's lock is
@@ -16,11 +16,10 @@
 //! after it is replayed. Log data up to the end of the index scan is made durable before the
 //! rename, so no checkpoint entry points at bytes a crash could lose.
 
-use crate::catalog::write_file_durably;
+use crate::catalog::replace_file_durably;
 use crate::error::{Error, Result};
 use crate::index::{Entry, Key};
 use crate::log::Location;
-use crate::media::sync_dir;
 use crate::media::MediaClass;
 use crate::segment::{HeadKind, SegmentId};
 use crate::stats::WritePurpose;
@@ -32,7 +31,6 @@ use std::sync::atomic::Ordering;
 const SCAN_CHUNK_KEYS: usize = 4096;
 
 pub const FILE_NAME: &str = "checkpoint.ckpt";
-const TEMPORARY_NAME: &str = "checkpoint.tmp";
 const MAGIC: &[u8; 8] = b"SHALECK1";
 const FORMAT_VERSION: u32 = 1;
 
@@ -100,12 +98,8 @@ pub struct Checkpoint {
 }
 
 /// Replaces the checkpoint file with `bytes`, durably.
-pub fn store(home: &Path, bytes: &[u8]) -> Result<()> {
-    let temporary = home.join(TEMPORARY_NAME);
-    write_file_durably(&temporary, bytes)?;
-    std::fs::rename(&temporary, home.join(FILE_NAME))
-        .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
-    sync_dir(home)
+pub fn store(dir: &Path, bytes: &[u8]) -> Result<()> {
+    replace_file_durably(dir, FILE_NAME, bytes)
 }
 
 /// Loads the checkpoint: `Ok(None)` if there is none, `Err(Corruption)` if it fails validation.

@@ -962,6 +962,7 @@ impl Inner {
             index_key_bytes += index.key_bytes();
         }
         let (snapshots_open, oldest_snapshot_age_secs) = self.snapshots.summary();
+        let (capacity_used_bytes, capacity_limit_bytes) = self.space.usage();
         let counters = &self.counters;
         Stats {
             user_bytes_written: counters.user_bytes_written.get(),
@@ -990,8 +991,8 @@ impl Inner {
             },
             segments_by_head,
             throttled_secs: counters.throttled_micros.get() as f64 / 1e6,
-            capacity_used_bytes: self.space.usage().0,
-            capacity_limit_bytes: self.space.usage().1,
+            capacity_used_bytes,
+            capacity_limit_bytes,
             snapshots_open,
             oldest_snapshot_age_secs,
             next_seqno: self.next_seqno.load(Ordering::SeqCst),

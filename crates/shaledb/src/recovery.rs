@@ -177,7 +177,6 @@ pub fn recover(
         kept.push(segment);
     }
     next_seqno = next_seqno.max(replay.max_seqno + 1);
-    let present: HashSet<SegmentId> = kept.iter().map(|segment| segment.id()).collect();
     let by_id: HashMap<SegmentId, &Arc<SegmentMeta>> =
         kept.iter().map(|segment| (segment.id(), segment)).collect();
     for (kvs_id, index) in &replay.indexes {
@@ -188,7 +187,6 @@ pub fn recover(
             None => {}
         });
         if let Some((key, entry)) = dangling {
-            debug_assert!(!present.contains(&entry.location.segment));
             return Err(Error::corruption(
                 checkpoint_dir.join(checkpoint::FILE_NAME),
                 0,
