@@ -197,11 +197,7 @@ struct RunResult {
 
 fn key_for(ordinal: u64, key_size: usize) -> Vec<u8> {
     // FNV-1a of the ordinal, as YCSB hashes its keys, rendered as digits after "user".
-    let mut hash: u64 = 0xcbf29ce484222325;
-    for byte in ordinal.to_le_bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x100000001b3);
-    }
+    let hash = shaledb_bench::ycsb::generator::fnv1a64(ordinal);
     let mut key = format!("user{hash:019}").into_bytes();
     key.resize(key_size.max(1), b'0');
     key

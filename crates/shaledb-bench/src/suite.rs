@@ -406,19 +406,14 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
         }
         record_counts = grown;
     }
-    let runs = runner.runs;
-    Ok(SuiteReport {
-        machine: machine(),
-        params: serde_json::json!({
-            "suite": "ycsb",
-            "common": common,
-            "ycsb": params,
-            "dataset_bytes": loaded_bytes,
-            "dataset_to_cache_ratio": loaded_bytes as f64 / common.cache_bytes.max(1) as f64,
-            "engines": describe_engines(&specs, common),
-        }),
-        runs,
-    })
+    Ok(suite_report(
+        "ycsb",
+        serde_json::to_value(params)?,
+        loaded_bytes,
+        common,
+        &specs,
+        runner.runs,
+    ))
 }
 
 /// The db_bench suite: each benchmark at each thread count, in rounds.
@@ -441,19 +436,39 @@ pub fn run_dbbench(common: &CommonParams, params: &DbBenchParams) -> Result<Suit
         }
     }
     let dataset_bytes = params.num * (params.key_size + params.value_size) as u64;
-    let runs = runner.runs;
-    Ok(SuiteReport {
+    Ok(suite_report(
+        "db",
+        serde_json::to_value(params)?,
+        dataset_bytes,
+        common,
+        &specs,
+        runner.runs,
+    ))
+}
+
+/// A suite's report: the machine, its parameters (under the suite's name), the data set against
+/// the cache budget, the engines' exact options, and the runs.
+fn suite_report(
+    suite: &str,
+    suite_params: serde_json::Value,
+    dataset_bytes: u64,
+    common: &CommonParams,
+    specs: &[&EngineSpec],
+    runs: Vec<RunResult>,
+) -> SuiteReport {
+    let mut params = serde_json::json!({
+        "suite": suite,
+        "common": common,
+        "dataset_bytes": dataset_bytes,
+        "dataset_to_cache_ratio": dataset_bytes as f64 / common.cache_bytes.max(1) as f64,
+        "engines": describe_engines(specs, common),
+    });
+    params[suite] = suite_params;
+    SuiteReport {
         machine: machine(),
-        params: serde_json::json!({
-            "suite": "db",
-            "common": common,
-            "db": params,
-            "dataset_bytes": dataset_bytes,
-            "dataset_to_cache_ratio": dataset_bytes as f64 / common.cache_bytes.max(1) as f64,
-            "engines": describe_engines(&specs, common),
-        }),
+        params,
         runs,
-    })
+    }
 }
 
 /// Writes results.json, report.md and the charts into `out`.

@@ -11,17 +11,20 @@ use std::sync::Mutex;
 const FNV_OFFSET_BASIS_64: u64 = 0xCBF2_9CE4_8422_2325;
 const FNV_PRIME_64: u64 = 1_099_511_628_211;
 
-/// YCSB's `Utils.fnvhash64`: FNV-1a over the 8 little-endian bytes, then `Math.abs` of the
-/// result as a signed 64-bit integer.
+/// FNV-1a over the 8 little-endian bytes of `value`.
+pub fn fnv1a64(value: u64) -> u64 {
+    value
+        .to_le_bytes()
+        .iter()
+        .fold(FNV_OFFSET_BASIS_64, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME_64)
+        })
+}
+
+/// YCSB's `Utils.fnvhash64`: [`fnv1a64`], then `Math.abs` of the result as a signed 64-bit
+/// integer.
 pub fn fnvhash64(value: u64) -> u64 {
-    let mut hash = FNV_OFFSET_BASIS_64;
-    let mut rest = value;
-    for _ in 0..8 {
-        hash ^= rest & 0xff;
-        rest >>= 8;
-        hash = hash.wrapping_mul(FNV_PRIME_64);
-    }
-    (hash as i64).wrapping_abs() as u64
+    (fnv1a64(value) as i64).wrapping_abs() as u64
 }
 
 /// YCSB's key for ordinal `keynum` with `insertorder=hashed`: "user" + the hashed number.
