@@ -157,7 +157,7 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
             let freed = db.compact()?;
             writeln!(out, "freed {freed} segments")?;
         }
-        Command::Bench { .. } => unreachable!("handled before opening"),
+        Command::Bench { .. } | Command::Serve(_) => unreachable!("handled before opening"),
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,8 @@
 mod bench;
 mod commands;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -96,6 +97,8 @@ enum Command {
         #[arg(long)]
         validate_reads: bool,
     },
+    /// Serve the KVDB to Redis clients (RESP2/RESP3); see docs/SERVER.md.
+    Serve(shaledb_server::ServeArgs),
     /// Benchmarks: YCSB and db_bench suites side by side with peer engines, or a quick self-test.
     Bench {
         #[command(subcommand)]
@@ -121,6 +124,14 @@ enum KvsAction {
 }
 
 fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    if let Command::Serve(args) = &cli.command {
+        return serve(&cli, &matches, args);
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -128,11 +139,43 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn,usvg=error".into()),
         )
         .init();
-    let cli = Cli::parse();
     match commands::run(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("shale: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `shale serve`: global KVDB flags the user gave beat the config file; defaults do not.
+fn serve(cli: &Cli, matches: &clap::ArgMatches, args: &shaledb_server::ServeArgs) -> ExitCode {
+    let given = |id: &str| {
+        matches!(
+            matches.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        )
+    };
+    let kvdb = shaledb_server::KvdbArgs {
+        db: given("db").then(|| cli.db.clone()),
+        durability: given("durability").then(|| cli.durability.clone()),
+        cache_mb: cli.cache_mb,
+        capacity: cli.capacity.clone(),
+        staging: cli.staging.clone(),
+        staging_mb: cli.staging_mb,
+    };
+    let config = match shaledb_server::Config::resolve(&kvdb, args) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("shale: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    shaledb_server::init_logging(&config.log_level);
+    match shaledb_server::serve(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(error = %format!("{error:#}"), "server failed");
             ExitCode::from(2)
         }
     }

@@ -83,6 +83,7 @@ pub struct Iter {
     front: VecDeque<(Key, Entry)>,
     back: VecDeque<(Key, Entry)>,
     done: bool,
+    read_values: bool,
 }
 
 impl Iter {
@@ -102,7 +103,14 @@ impl Iter {
             front: VecDeque::new(),
             back: VecDeque::new(),
             done: false,
+            read_values: true,
         }
+    }
+
+    /// This cursor's keys alone: it reads no values, so it costs no device reads.
+    pub fn keys(mut self) -> Keys {
+        self.read_values = false;
+        Keys(self)
     }
 
     /// Moves the front of the cursor to the first key at or after `key`.
@@ -168,7 +176,11 @@ impl Iter {
             self.done = true;
             return None;
         }
-        let value = self.read(&key, entry);
+        let value = if self.read_values {
+            self.read(&key, entry)
+        } else {
+            Ok(Bytes::new())
+        };
         let key = Bytes::from(Vec::from(key));
         if reverse {
             self.upper = Bound::Excluded(key.to_vec());
@@ -210,6 +222,30 @@ impl Iterator for Iter {
 impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.step(true)
+    }
+}
+
+/// An ordered cursor over keys only (see [`Iter::keys`]).
+pub struct Keys(Iter);
+
+impl Keys {
+    /// Moves the front of the cursor to the first key at or after `key`.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        self.0.seek(key);
+    }
+}
+
+impl Iterator for Keys {
+    type Item = Result<Bytes>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.step(false).map(|item| item.map(|(key, _)| key))
+    }
+}
+
+impl DoubleEndedIterator for Keys {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.0.step(true).map(|item| item.map(|(key, _)| key))
     }
 }
 

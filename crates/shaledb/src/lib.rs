@@ -47,7 +47,7 @@ pub use bytes::Bytes;
 pub use check::CheckReport;
 pub use db::{Db, Kvs, Snapshot, WriteBatch};
 pub use error::{Error, ErrorKind, Result};
-pub use iter::Iter;
+pub use iter::{Iter, Keys};
 pub use media::MediaClass;
 pub use options::{Durability, KvsOptions, MediaPolicy, Options};
 pub use recovery::RecoveryReport;

@@ -156,6 +156,15 @@ fn cursors_forward_reverse_bounds_prefix_seek() {
     let (key, value) = seeking.next().unwrap().unwrap();
     assert_eq!(&key[..], b"key0450");
     assert_eq!(&value[..], &450u32.to_le_bytes());
+    let mut key_cursor = kvs.prefix(b"key04").keys();
+    key_cursor.seek(b"key0490");
+    let tail: Vec<_> = key_cursor.map(|key| key.unwrap()).collect();
+    assert_eq!(tail.len(), 10);
+    assert_eq!(&tail[0][..], b"key0490");
+    assert_eq!(
+        &kvs.iter().keys().next_back().unwrap().unwrap()[..],
+        b"key0499"
+    );
 }
 
 #[test]

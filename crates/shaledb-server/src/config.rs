@@ -1,0 +1,222 @@
+//! The server's settings, from a TOML file, then `SHALE_...` environment variables, then flags
+//! (each later source wins).
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Flags of `shale serve`; each also reads the environment variable it names.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (see docs/SERVER.md).
+    #[arg(long, env = "SHALE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address for Redis clients [default: 127.0.0.1:6379].
+    #[arg(long, env = "SHALE_BIND")]
+    pub bind: Option<String>,
+    /// Address of the admin HTTP port (/metrics, /livez, /readyz); off unless set.
+    #[arg(long, env = "SHALE_ADMIN_BIND")]
+    pub admin_bind: Option<String>,
+    /// Password clients must AUTH with (prefer the file or SHALE_PASSWORD: flags show in `ps`).
+    #[arg(long, env = "SHALE_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// Most simultaneous clients [default: 10000].
+    #[arg(long, env = "SHALE_MAXCLIENTS")]
+    pub maxclients: Option<usize>,
+    /// Most bytes of one request [default: 67108864].
+    #[arg(long, env = "SHALE_MAX_REQUEST_BYTES")]
+    pub max_request_bytes: Option<usize>,
+    /// Most bytes of one argument (bulk string) [default: 8388608].
+    #[arg(long, env = "SHALE_MAX_BULK_BYTES")]
+    pub max_bulk_bytes: Option<usize>,
+    /// Seconds a client may stay idle before it is disconnected; 0: never [default: 0].
+    #[arg(long, env = "SHALE_IDLE_TIMEOUT")]
+    pub idle_timeout: Option<u64>,
+    /// Number of databases SELECT can reach [default: 16].
+    #[arg(long, env = "SHALE_DATABASES")]
+    pub databases: Option<usize>,
+    /// Log level filter (error, warn, info, debug, trace) [default: info].
+    #[arg(long, env = "SHALE_LOG_LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// What the config file may hold.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    db: Option<PathBuf>,
+    durability: Option<String>,
+    cache_mb: Option<u64>,
+    bind: Option<String>,
+    admin_bind: Option<String>,
+    password: Option<String>,
+    maxclients: Option<usize>,
+    max_request_bytes: Option<usize>,
+    max_bulk_bytes: Option<usize>,
+    idle_timeout: Option<u64>,
+    databases: Option<usize>,
+    log_level: Option<String>,
+    /// Database number -> KVS name, for the databases that should not use `redis-N`.
+    kvs: Option<BTreeMap<String, String>>,
+}
+
+/// KVDB settings given to `shale` itself (global flags); `None` where the user gave none.
+#[derive(Debug, Default, Clone)]
+pub struct KvdbArgs {
+    pub db: Option<PathBuf>,
+    pub durability: Option<String>,
+    pub cache_mb: Option<u64>,
+    pub capacity: Option<PathBuf>,
+    pub staging: Option<PathBuf>,
+    pub staging_mb: Option<u64>,
+}
+
+/// The resolved settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub db: PathBuf,
+    pub durability: shaledb::Durability,
+    pub cache_bytes: u64,
+    pub capacity: Option<PathBuf>,
+    pub staging: Option<PathBuf>,
+    pub staging_bytes_max: Option<u64>,
+    pub bind: String,
+    pub admin_bind: Option<String>,
+    pub password: Option<String>,
+    pub maxclients: usize,
+    pub max_request_bytes: usize,
+    pub max_bulk_bytes: usize,
+    pub idle_timeout: Option<Duration>,
+    /// KVS name of each database, indexed by number.
+    pub kvs_names: Vec<String>,
+    pub log_level: String,
+}
+
+pub const DEFAULT_DB: &str = "shale-data";
+
+impl Config {
+    pub fn resolve(kvdb: &KvdbArgs, args: &ServeArgs) -> Result<Config> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let databases = args.databases.or(file.databases).unwrap_or(16);
+        if databases == 0 || databases > 4096 {
+            bail!("databases must be between 1 and 4096, not {databases}");
+        }
+        let mut kvs_names: Vec<String> = (0..databases).map(|n| format!("redis-{n}")).collect();
+        for (number, name) in file.kvs.unwrap_or_default() {
+            let index: usize = number
+                .parse()
+                .ok()
+                .filter(|&index| index < databases)
+                .with_context(|| {
+                    format!("[kvs] key {number:?} is not a database number below {databases}")
+                })?;
+            kvs_names[index] = name;
+        }
+        let durability = kvdb
+            .durability
+            .clone()
+            .or(file.durability)
+            .unwrap_or_else(|| "interval".into());
+        let config = Config {
+            db: kvdb
+                .db
+                .clone()
+                .or(file.db)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DB)),
+            durability: durability
+                .parse()
+                .with_context(|| format!("durability {durability:?}"))?,
+            cache_bytes: kvdb.cache_mb.or(file.cache_mb).unwrap_or(256) << 20,
+            capacity: kvdb.capacity.clone(),
+            staging: kvdb.staging.clone(),
+            staging_bytes_max: kvdb.staging_mb.map(|mib| mib << 20),
+            bind: args
+                .bind
+                .clone()
+                .or(file.bind)
+                .unwrap_or_else(|| "127.0.0.1:6379".into()),
+            admin_bind: args.admin_bind.clone().or(file.admin_bind),
+            password: args
+                .password
+                .clone()
+                .or(file.password)
+                .filter(|password| !password.is_empty()),
+            maxclients: args.maxclients.or(file.maxclients).unwrap_or(10_000),
+            max_request_bytes: args
+                .max_request_bytes
+                .or(file.max_request_bytes)
+                .unwrap_or(64 << 20),
+            max_bulk_bytes: args
+                .max_bulk_bytes
+                .or(file.max_bulk_bytes)
+                .unwrap_or(8 << 20),
+            idle_timeout: match args.idle_timeout.or(file.idle_timeout).unwrap_or(0) {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
+            kvs_names,
+            log_level: args
+                .log_level
+                .clone()
+                .or(file.log_level)
+                .unwrap_or_else(|| "info".into()),
+        };
+        if config.maxclients == 0 {
+            bail!("maxclients must be at least 1");
+        }
+        if config.max_bulk_bytes > config.max_request_bytes {
+            bail!("max_bulk_bytes must not exceed max_request_bytes");
+        }
+        Ok(config)
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_file_and_file_beats_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shale.toml");
+        std::fs::write(
+            &path,
+            "bind = \"127.0.0.1:7000\"\nmaxclients = 5\ndurability = \"sync\"\n\
+             databases = 4\npassword = \"secret\"\n[kvs]\n0 = \"users\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            maxclients: Some(7),
+            ..ServeArgs::default()
+        };
+        let config = Config::resolve(&KvdbArgs::default(), &args).unwrap();
+        assert_eq!(config.bind, "127.0.0.1:7000");
+        assert_eq!(config.maxclients, 7);
+        assert_eq!(config.durability, shaledb::Durability::Sync);
+        assert_eq!(config.password.as_deref(), Some("secret"));
+        assert_eq!(config.kvs_names, ["users", "redis-1", "redis-2", "redis-3"]);
+        assert_eq!(config.db, PathBuf::from(DEFAULT_DB));
+        let kvdb = KvdbArgs {
+            durability: Some("none".into()),
+            ..KvdbArgs::default()
+        };
+        let config = Config::resolve(&kvdb, &args).unwrap();
+        assert_eq!(config.durability, shaledb::Durability::None);
+
+        std::fs::write(&path, "bogus = 1\n").unwrap();
+        let error = Config::resolve(&KvdbArgs::default(), &args).unwrap_err();
+        assert!(format!("{error:#}").contains("bogus"), "{error:#}");
+    }
+}

@@ -1,0 +1,164 @@
+//! `shale serve`: a Redis-protocol server over one ShaleDB KVDB.
+//!
+//! Modules: [`resp`] parses requests and encodes replies (RESP2 and RESP3); [`keyspace`] maps
+//! Redis types onto ordered engine records; [`commands`] holds the command table; `connection`
+//! runs one client; `admin` serves `/metrics`, `/livez` and `/readyz`; [`config`] merges the
+//! config file, environment and flags. See docs/SERVER.md.
+
+mod admin;
+pub mod commands;
+pub mod config;
+mod connection;
+pub mod glob;
+pub mod keyspace;
+mod metrics;
+pub mod resp;
+
+use anyhow::{Context, Result};
+use commands::Shared;
+pub use config::{Config, KvdbArgs, ServeArgs};
+use shaledb::{Db, Options};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{watch, Semaphore};
+
+/// How long a drain waits for in-flight requests before it syncs and exits anyway.
+const DRAIN_WAIT: Duration = Duration::from_secs(30);
+
+/// Logs JSON, one event per line, to standard output.
+pub fn init_logging(level: &str) {
+    let filter = tracing_subscriber_filter(level);
+    tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_writer(std::io::stdout)
+        .with_env_filter(filter)
+        .init();
+}
+
+fn tracing_subscriber_filter(level: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+}
+
+/// Opens the KVDB and serves clients until SIGTERM or SIGINT, then drains and syncs.
+pub fn serve(config: Config) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("shale-serve")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run(config))
+}
+
+/// Whether the server takes traffic; `/readyz` reports it.
+pub(crate) struct Readiness(AtomicBool);
+
+impl Readiness {
+    pub(crate) fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+async fn run(config: Config) -> Result<()> {
+    let options = Options {
+        durability: config.durability,
+        cache_bytes: config.cache_bytes,
+        capacity_dir: config.capacity.clone(),
+        staging_dir: config.staging.clone(),
+        staging_bytes_max: config
+            .staging_bytes_max
+            .unwrap_or(Options::default().staging_bytes_max),
+        ..Options::default()
+    };
+    let path = config.db.clone();
+    let db = tokio::task::spawn_blocking(move || Db::open(&path, options))
+        .await?
+        .with_context(|| format!("opening KVDB {}", config.db.display()))?;
+    let db = Arc::new(db);
+    let listener = TcpListener::bind(&config.bind)
+        .await
+        .with_context(|| format!("listening on {}", config.bind))?;
+    let shared = Arc::new(Shared::new(db.clone(), config.clone())?);
+    let readiness = Arc::new(Readiness(AtomicBool::new(false)));
+    if let Some(admin_bind) = &config.admin_bind {
+        let admin_listener = TcpListener::bind(admin_bind)
+            .await
+            .with_context(|| format!("listening on admin address {admin_bind}"))?;
+        tracing::info!(address = %admin_listener.local_addr()?, "admin listening");
+        tokio::spawn(admin::serve(
+            admin_listener,
+            shared.clone(),
+            readiness.clone(),
+        ));
+    }
+    let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let (shutdown_sender, shutdown) = watch::channel(false);
+    let slots = Arc::new(Semaphore::new(config.maxclients));
+    readiness.0.store(true, Ordering::Release);
+    tracing::info!(
+        address = %listener.local_addr()?,
+        kvdb = %config.db.display(),
+        durability = ?config.durability,
+        maxclients = config.maxclients,
+        auth = config.password.is_some(),
+        "listening"
+    );
+    let signal_name = loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    shared.connections_received.fetch_add(1, Ordering::Relaxed);
+                    shared.metrics.connections_total.inc();
+                    match slots.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            tokio::spawn(connection::serve_client(
+                                shared.clone(), stream, peer, permit, shutdown.clone(),
+                            ));
+                        }
+                        Err(_) => {
+                            shared.metrics.connections_rejected.inc();
+                            tracing::warn!(%peer, "refusing client: maxclients reached");
+                            tokio::spawn(refuse(stream));
+                        }
+                    }
+                }
+                Err(error) => {
+                    // Out of file descriptors and the like: wait, don't spin.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = terminate.recv() => break "SIGTERM",
+            _ = interrupt.recv() => break "SIGINT",
+        }
+    };
+    readiness.0.store(false, Ordering::Release);
+    drop(listener);
+    tracing::info!(signal = signal_name, "draining");
+    let _ = shutdown_sender.send(true);
+    let all_slots = u32::try_from(config.maxclients).unwrap_or(u32::MAX);
+    if tokio::time::timeout(DRAIN_WAIT, slots.acquire_many(all_slots))
+        .await
+        .is_err()
+    {
+        tracing::warn!("clients still busy after the drain wait; syncing anyway");
+    }
+    // Everything acknowledged is durable after this; the KVDB closes when the last handle drops.
+    tokio::task::spawn_blocking(move || db.sync().context("syncing the KVDB")).await??;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = stream
+        .write_all(b"-ERR max number of clients reached\r\n")
+        .await;
+    let _ = stream.shutdown().await;
+}

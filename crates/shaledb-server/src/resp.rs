@@ -1,0 +1,424 @@
+//! RESP: parsing client requests and encoding replies in RESP2 or RESP3.
+//!
+//! The request parser is written here rather than taken from the `redis-protocol` crate because
+//! the server must judge each length header before buffering what it announces: a client that
+//! sends `$4294967296` is answered and disconnected at once, not after the server has tried to
+//! collect 4 GiB. Requests are arrays of bulk strings, or inline commands (`PING\r\n`), as Redis
+//! accepts them.
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::fmt::Write as _;
+
+/// The most bytes of an inline command line (Redis uses the same bound).
+const INLINE_BYTES_MAX: usize = 64 << 10;
+/// The most digits plus sign a length header may have before it is called malformed.
+const HEADER_DIGITS_MAX: usize = 20;
+
+/// Bounds a request must stay within.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestLimits {
+    /// Most bytes of one request (all its headers and arguments).
+    pub request_bytes_max: usize,
+    /// Most bytes of one argument.
+    pub bulk_bytes_max: usize,
+    /// Most arguments of one request.
+    pub args_max: usize,
+}
+
+/// A request the server cannot read; it answers with the message and closes the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    fn new(message: impl Into<String>) -> Self {
+        ProtocolError(message.into())
+    }
+}
+
+/// Takes the first complete request from `buffer`: `Ok(Some(args))` consumes it, `Ok(None)`
+/// means more bytes are needed (nothing consumed), and an error means the stream is unusable.
+/// An empty inline line yields an empty request, which callers skip.
+pub fn parse_request(
+    buffer: &mut BytesMut,
+    limits: &RequestLimits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    if buffer.is_empty() {
+        return Ok(None);
+    }
+    if buffer[0] != b'*' {
+        return parse_inline(buffer);
+    }
+    let mut cursor = 0usize;
+    let Some(count) = read_header(buffer, &mut cursor, b'*')? else {
+        return Ok(None);
+    };
+    if count > limits.args_max as i64 {
+        return Err(ProtocolError::new("invalid multibulk length"));
+    }
+    if count <= 0 {
+        buffer.advance(cursor);
+        return Ok(Some(Vec::new()));
+    }
+    let mut spans = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        if cursor >= buffer.len() {
+            return incomplete(buffer, limits);
+        }
+        if buffer[cursor] != b'$' {
+            return Err(ProtocolError::new(format!(
+                "expected '$', got '{}'",
+                char::from(buffer[cursor]).escape_default()
+            )));
+        }
+        let Some(length) = read_header(buffer, &mut cursor, b'$')? else {
+            return incomplete(buffer, limits);
+        };
+        if length < 0 || length as u64 > limits.bulk_bytes_max as u64 {
+            return Err(ProtocolError::new("invalid bulk length"));
+        }
+        let length = length as usize;
+        if cursor + length > limits.request_bytes_max {
+            return Err(ProtocolError::new(
+                "request is larger than the server's limit",
+            ));
+        }
+        if buffer.len() < cursor + length + 2 {
+            return incomplete(buffer, limits);
+        }
+        if &buffer[cursor + length..cursor + length + 2] != b"\r\n" {
+            return Err(ProtocolError::new("bulk string not terminated by CRLF"));
+        }
+        spans.push((cursor, length));
+        cursor += length + 2;
+    }
+    let frame = buffer.split_to(cursor).freeze();
+    Ok(Some(
+        spans
+            .into_iter()
+            .map(|(start, length)| frame.slice(start..start + length))
+            .collect(),
+    ))
+}
+
+fn incomplete(
+    buffer: &BytesMut,
+    limits: &RequestLimits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    if buffer.len() > limits.request_bytes_max {
+        return Err(ProtocolError::new(
+            "request is larger than the server's limit",
+        ));
+    }
+    Ok(None)
+}
+
+/// Reads `<tag><signed decimal>\r\n` at `cursor`; `None` when the line is not complete yet.
+fn read_header(buffer: &[u8], cursor: &mut usize, tag: u8) -> Result<Option<i64>, ProtocolError> {
+    debug_assert_eq!(buffer[*cursor], tag);
+    let start = *cursor + 1;
+    let search_end = buffer.len().min(start + HEADER_DIGITS_MAX + 2);
+    let Some(newline) = buffer[start..search_end].iter().position(|&b| b == b'\n') else {
+        if search_end - start >= HEADER_DIGITS_MAX + 2 {
+            return Err(ProtocolError::new(format!(
+                "invalid {} length",
+                header_name(tag)
+            )));
+        }
+        return Ok(None);
+    };
+    let line = &buffer[start..start + newline];
+    let digits = line
+        .strip_suffix(b"\r")
+        .ok_or_else(|| ProtocolError::new(format!("invalid {} length", header_name(tag))))?;
+    let value = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .ok_or_else(|| ProtocolError::new(format!("invalid {} length", header_name(tag))))?;
+    *cursor = start + newline + 1;
+    Ok(Some(value))
+}
+
+fn header_name(tag: u8) -> &'static str {
+    if tag == b'*' {
+        "multibulk"
+    } else {
+        "bulk"
+    }
+}
+
+fn parse_inline(buffer: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(newline) = buffer.iter().position(|&b| b == b'\n') else {
+        if buffer.len() > INLINE_BYTES_MAX {
+            return Err(ProtocolError::new("too big inline request"));
+        }
+        return Ok(None);
+    };
+    if newline > INLINE_BYTES_MAX {
+        return Err(ProtocolError::new("too big inline request"));
+    }
+    let line = buffer.split_to(newline + 1).freeze();
+    let text = line.slice(..newline);
+    let text = text.strip_suffix(b"\r").unwrap_or(&text);
+    let args = text
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|word| !word.is_empty())
+        .map(Bytes::copy_from_slice)
+        .collect();
+    Ok(Some(args))
+}
+
+/// A reply, encoded for the connection's protocol version by [`Reply::encode`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+text`
+    Status(&'static str),
+    /// `-text`; the text starts with the error code (`ERR`, `WRONGTYPE`, ...).
+    Error(String),
+    Integer(i64),
+    Bulk(Bytes),
+    /// The null bulk string (RESP3: null).
+    Nil,
+    Array(Vec<Reply>),
+    /// The null array (RESP3: null).
+    NilArray,
+    /// A RESP3 map; a flat array of keys and values in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// A RESP3 double; a bulk string in RESP2.
+    Double(f64),
+    /// A RESP3 verbatim text string (`=`); a bulk string in RESP2.
+    Verbatim(String),
+}
+
+impl Reply {
+    pub const OK: Reply = Reply::Status("OK");
+
+    pub fn error(text: impl Into<String>) -> Reply {
+        Reply::Error(text.into())
+    }
+
+    pub fn bulk(bytes: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(bytes.into())
+    }
+
+    pub fn text(text: impl Into<String>) -> Reply {
+        Reply::Bulk(Bytes::from(text.into()))
+    }
+
+    /// Appends this reply's encoding under protocol `version` (2 or 3) to `out`.
+    pub fn encode(&self, version: u8, out: &mut BytesMut) {
+        let resp3 = version >= 3;
+        match self {
+            Reply::Status(text) => put_line(out, b'+', text.as_bytes()),
+            Reply::Error(text) => put_line(out, b'-', sanitize(text).as_bytes()),
+            Reply::Integer(value) => put_line(out, b':', value.to_string().as_bytes()),
+            Reply::Bulk(bytes) => put_bulk(out, b'$', bytes),
+            Reply::Nil | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Array(items) => {
+                put_line(out, b'*', items.len().to_string().as_bytes());
+                for item in items {
+                    item.encode(version, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    put_line(out, b'%', pairs.len().to_string().as_bytes());
+                } else {
+                    put_line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                }
+                for (key, value) in pairs {
+                    key.encode(version, out);
+                    value.encode(version, out);
+                }
+            }
+            Reply::Double(value) if resp3 => put_line(out, b',', format_double(*value).as_bytes()),
+            Reply::Double(value) => put_bulk(out, b'$', format_double(*value).as_bytes()),
+            Reply::Verbatim(text) if resp3 => {
+                let mut body = String::with_capacity(text.len() + 4);
+                body.push_str("txt:");
+                body.push_str(text);
+                put_bulk(out, b'=', body.as_bytes());
+            }
+            Reply::Verbatim(text) => put_bulk(out, b'$', text.as_bytes()),
+        }
+    }
+}
+
+/// Error and status lines may not hold CR or LF.
+fn sanitize(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains(['\r', '\n']) {
+        std::borrow::Cow::Owned(text.replace(['\r', '\n'], " "))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+fn put_line(out: &mut BytesMut, tag: u8, body: &[u8]) {
+    out.reserve(body.len() + 3);
+    out.extend_from_slice(&[tag]);
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn put_bulk(out: &mut BytesMut, tag: u8, body: &[u8]) {
+    let mut header = String::with_capacity(12);
+    let _ = write!(header, "{}", body.len());
+    put_line(out, tag, header.as_bytes());
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Formats a score as Redis does: integers without a fraction, `inf` and `-inf` spelled out,
+/// everything else in the shortest form that reads back to the same double.
+pub fn format_double(value: f64) -> String {
+    if value.is_infinite() {
+        return if value > 0.0 { "inf" } else { "-inf" }.to_string();
+    }
+    if value.fract() == 0.0 && value.abs() < 1e17 {
+        return format!("{}", value as i64);
+    }
+    format!("{value}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMITS: RequestLimits = RequestLimits {
+        request_bytes_max: 1 << 20,
+        bulk_bytes_max: 64 << 10,
+        args_max: 1024,
+    };
+
+    fn encode_request(args: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    fn parse_all(bytes: &[u8]) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
+        let mut buffer = BytesMut::from(bytes);
+        let mut requests = Vec::new();
+        while let Some(request) = parse_request(&mut buffer, &LIMITS)? {
+            requests.push(request);
+        }
+        Ok(requests)
+    }
+
+    #[test]
+    fn parses_pipelined_multibulk_and_inline_requests() {
+        let mut bytes = encode_request(&[b"SET".to_vec(), b"k".to_vec(), b"a\r\nb".to_vec()]);
+        bytes.extend_from_slice(b"PING  hello\r\n*1\r\n$4\r\nPING\r\n");
+        let requests = parse_all(&bytes).unwrap();
+        assert_eq!(requests.len(), 3);
+        assert_eq!(requests[0][2], Bytes::from_static(b"a\r\nb"));
+        assert_eq!(requests[1], vec![Bytes::from("PING"), Bytes::from("hello")]);
+        assert_eq!(requests[2], vec![Bytes::from("PING")]);
+    }
+
+    #[test]
+    fn rejects_huge_lengths_before_buffering() {
+        let mut buffer = BytesMut::from(&b"*1\r\n$4294967296\r\n"[..]);
+        assert_eq!(
+            parse_request(&mut buffer, &LIMITS),
+            Err(ProtocolError("invalid bulk length".into()))
+        );
+        let mut buffer = BytesMut::from(&b"*99999999\r\n"[..]);
+        assert!(parse_request(&mut buffer, &LIMITS).is_err());
+        let mut buffer = BytesMut::from(&b"*1\r\n$-5\r\n"[..]);
+        assert!(parse_request(&mut buffer, &LIMITS).is_err());
+        let mut buffer = BytesMut::from(&b"*1\r\n$99999999999999999999999999\r\n"[..]);
+        assert!(parse_request(&mut buffer, &LIMITS).is_err());
+    }
+
+    #[test]
+    fn rejects_malformed_frames() {
+        for bad in [
+            &b"*1\r\n+PING\r\n"[..],
+            b"*1\r\n$4\r\nPINGxx",
+            b"*x\r\n",
+            b"*1\n$4\r\nPING\r\n",
+        ] {
+            assert!(
+                parse_all(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let long_inline = vec![b'a'; INLINE_BYTES_MAX + 10];
+        assert!(parse_all(&long_inline).is_err());
+    }
+
+    #[test]
+    fn encodes_both_protocols() {
+        let reply = Reply::Map(vec![(Reply::text("a"), Reply::Double(1.5))]);
+        let mut two = BytesMut::new();
+        reply.encode(2, &mut two);
+        assert_eq!(&two[..], b"*2\r\n$1\r\na\r\n$3\r\n1.5\r\n");
+        let mut three = BytesMut::new();
+        reply.encode(3, &mut three);
+        assert_eq!(&three[..], b"%1\r\n$1\r\na\r\n,1.5\r\n");
+        let mut nil = BytesMut::new();
+        Reply::Nil.encode(2, &mut nil);
+        Reply::Nil.encode(3, &mut nil);
+        Reply::error("ERR a\r\nb").encode(2, &mut nil);
+        assert_eq!(&nil[..], b"$-1\r\n_\r\n-ERR a  b\r\n");
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+        assert_eq!(format_double(0.1), "0.1");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Random bytes never panic the parser, and whatever it accepts it consumes.
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut buffer = BytesMut::from(&bytes[..]);
+            let mut rounds = 0;
+            while let Ok(Some(_)) = parse_request(&mut buffer, &LIMITS) {
+                rounds += 1;
+                prop_assert!(rounds <= bytes.len() + 1);
+            }
+        }
+
+        /// Mutated valid frames (one byte changed, or cut short) never panic.
+        #[test]
+        fn mutated_frames_never_panic(
+            args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..6),
+            position in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut bytes = encode_request(&args);
+            let at = position.index(bytes.len());
+            bytes[at] = byte;
+            bytes.truncate(cut.index(bytes.len() + 1));
+            let _ = parse_all(&bytes);
+        }
+
+        /// A request split at any point parses the same as when it arrives whole.
+        #[test]
+        fn split_requests_parse_the_same(
+            args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..100), 1..8),
+            split in any::<prop::sample::Index>(),
+        ) {
+            let bytes = encode_request(&args);
+            let at = split.index(bytes.len());
+            let mut buffer = BytesMut::from(&bytes[..at]);
+            prop_assert_eq!(parse_request(&mut buffer, &LIMITS).unwrap(), None);
+            prop_assert_eq!(buffer.len(), at);
+            buffer.extend_from_slice(&bytes[at..]);
+            let parsed = parse_request(&mut buffer, &LIMITS).unwrap().unwrap();
+            let expected: Vec<Bytes> = args.iter().map(|arg| Bytes::from(arg.clone())).collect();
+            prop_assert_eq!(parsed, expected);
+            prop_assert!(buffer.is_empty());
+        }
+    }
+}
