@@ -1,0 +1,577 @@
+//! Goal: `shale serve` answers real RESP traffic correctly, survives hostile input, enforces its
+//! limits and AUTH, drains on SIGTERM, and loses no acknowledged write to kill -9 under `sync`.
+//! Method: start the real binary on loopback ports chosen by the OS, talk raw RESP over TCP,
+//! signal the process, and reopen its KVDB.
+//! (redis-py, redis-cli and redis-benchmark are exercised by
+//! crates/shaledb-server/tests/clients/test_clients.py.)
+
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    address: String,
+    admin: Option<String>,
+    /// The JSON log lines the server printed (read on a thread, so its stdout never fills).
+    logs: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(db: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+            .arg("--db")
+            .arg(db)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("shale serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, logs) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            address: String::new(),
+            admin: None,
+            logs,
+        };
+        let wants_admin = extra.contains(&"--admin-bind");
+        while server.address.is_empty() || (wants_admin && server.admin.is_none()) {
+            let line = server
+                .logs
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the server logs that it listens");
+            let event: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
+            let address = event["address"].as_str().map(str::to_string);
+            match event["message"].as_str() {
+                Some("listening") => server.address = address.unwrap(),
+                Some("admin listening") => server.admin = address,
+                _ => {}
+            }
+        }
+        server
+    }
+
+    fn connect(&self) -> Client {
+        Client::new(TcpStream::connect(&self.address).unwrap())
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn wait(mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn admin_get(&self, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(self.admin.as_ref().unwrap()).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let status = response[9..12].parse().unwrap();
+        let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        (status, body.to_string())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A reply as the tests compare it.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<Value>),
+    Map(Vec<(Value, Value)>),
+    Double(String),
+}
+
+fn bulk(text: &str) -> Value {
+    Value::Bulk(text.as_bytes().to_vec())
+}
+
+struct Client {
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    fn new(stream: TcpStream) -> Client {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Client {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    fn send(&mut self, args: &[&[u8]]) {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.reader.get_mut().write_all(&out).unwrap();
+    }
+
+    fn call(&mut self, args: &[&str]) -> Value {
+        let args: Vec<&[u8]> = args.iter().map(|arg| arg.as_bytes()).collect();
+        self.send(&args);
+        self.read().expect("a reply")
+    }
+
+    fn read_line(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim_end_matches("\r\n").to_string()),
+        }
+    }
+
+    fn read(&mut self) -> Option<Value> {
+        let line = self.read_line()?;
+        let (tag, rest) = line.split_at(1);
+        Some(match tag {
+            "+" => Value::Status(rest.into()),
+            "-" => Value::Error(rest.into()),
+            ":" => Value::Int(rest.parse().unwrap()),
+            "," => Value::Double(rest.into()),
+            "_" => Value::Nil,
+            "$" => {
+                let length: i64 = rest.parse().unwrap();
+                if length < 0 {
+                    return Some(Value::Nil);
+                }
+                let mut data = vec![0; length as usize + 2];
+                self.reader.read_exact(&mut data).ok()?;
+                data.truncate(length as usize);
+                Value::Bulk(data)
+            }
+            "*" => {
+                let count: i64 = rest.parse().unwrap();
+                if count < 0 {
+                    return Some(Value::Nil);
+                }
+                Value::Array((0..count).map(|_| self.read().unwrap()).collect())
+            }
+            "%" => {
+                let count: usize = rest.parse().unwrap();
+                Value::Map(
+                    (0..count)
+                        .map(|_| (self.read().unwrap(), self.read().unwrap()))
+                        .collect(),
+                )
+            }
+            other => panic!("unexpected reply type {other:?} in {line:?}"),
+        })
+    }
+
+    /// Whether the server closed the connection.
+    fn is_closed(&mut self) -> bool {
+        self.read_line().is_none()
+    }
+}
+
+fn ok() -> Value {
+    Value::Status("OK".into())
+}
+
+#[test]
+fn commands_reply_like_redis_and_errors_keep_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut client = server.connect();
+    assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
+    assert_eq!(client.call(&["SET", "k", "v"]), ok());
+    assert_eq!(client.call(&["GET", "k"]), bulk("v"));
+    assert_eq!(client.call(&["SET", "k", "w", "NX"]), Value::Nil);
+    assert_eq!(client.call(&["SET", "k", "w", "XX", "GET"]), bulk("v"));
+    assert_eq!(client.call(&["SETNX", "k", "z"]), Value::Int(0));
+    assert_eq!(client.call(&["APPEND", "k", "123"]), Value::Int(4));
+    assert_eq!(client.call(&["STRLEN", "k"]), Value::Int(4));
+    assert_eq!(client.call(&["INCR", "n"]), Value::Int(1));
+    assert_eq!(client.call(&["INCRBY", "n", "41"]), Value::Int(42));
+    assert_eq!(client.call(&["DECR", "n"]), Value::Int(41));
+    assert_eq!(
+        client.call(&["INCR", "k"]),
+        Value::Error("ERR value is not an integer or out of range".into())
+    );
+    assert_eq!(client.call(&["MSET", "a", "1", "b", "2"]), ok());
+    assert_eq!(
+        client.call(&["MGET", "a", "b", "nope"]),
+        Value::Array(vec![bulk("1"), bulk("2"), Value::Nil])
+    );
+    assert_eq!(client.call(&["EXISTS", "a", "a", "nope"]), Value::Int(2));
+    assert_eq!(client.call(&["GETDEL", "a"]), bulk("1"));
+    assert_eq!(client.call(&["DEL", "a", "b", "b"]), Value::Int(1));
+    assert_eq!(client.call(&["TTL", "k"]), Value::Int(-1));
+    assert_eq!(client.call(&["TTL", "nope"]), Value::Int(-2));
+    assert_eq!(client.call(&["SET", "t", "v", "PX", "200"]), ok());
+    assert!(matches!(client.call(&["PTTL", "t"]), Value::Int(ms) if ms > 0 && ms <= 200));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(client.call(&["GET", "t"]), Value::Nil);
+    assert_eq!(client.call(&["EXISTS", "t"]), Value::Int(0));
+
+    assert_eq!(
+        client.call(&["HSET", "h", "f1", "x", "f2", "y"]),
+        Value::Int(2)
+    );
+    assert_eq!(client.call(&["HSET", "h", "f1", "z"]), Value::Int(0));
+    assert_eq!(client.call(&["HGET", "h", "f1"]), bulk("z"));
+    assert_eq!(client.call(&["HLEN", "h"]), Value::Int(2));
+    assert_eq!(client.call(&["HEXISTS", "h", "f3"]), Value::Int(0));
+    assert_eq!(
+        client.call(&["HGETALL", "h"]),
+        Value::Array(vec![bulk("f1"), bulk("z"), bulk("f2"), bulk("y")])
+    );
+    assert_eq!(client.call(&["HDEL", "h", "f1", "f9"]), Value::Int(1));
+    let wrong =
+        Value::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into());
+    assert_eq!(client.call(&["GET", "h"]), wrong);
+    assert_eq!(client.call(&["HGET", "k", "f"]), wrong);
+    assert_eq!(client.call(&["ZADD", "h", "1", "m"]), wrong);
+    assert_eq!(client.call(&["TYPE", "h"]), Value::Status("hash".into()));
+
+    assert_eq!(
+        client.call(&["ZADD", "z", "3", "c", "1", "a", "2", "b", "2", "b"]),
+        Value::Int(3)
+    );
+    assert_eq!(
+        client.call(&["ZADD", "z", "CH", "-1.5", "c"]),
+        Value::Int(1)
+    );
+    assert_eq!(
+        client.call(&["ZRANGEBYSCORE", "z", "-inf", "(2", "WITHSCORES"]),
+        Value::Array(vec![bulk("c"), bulk("-1.5"), bulk("a"), bulk("1")])
+    );
+    assert_eq!(
+        client.call(&["ZRANGEBYSCORE", "z", "0", "+inf", "LIMIT", "1", "5"]),
+        Value::Array(vec![bulk("b")])
+    );
+    assert_eq!(
+        client.call(&["ZRANGE", "z", "-2", "-1"]),
+        Value::Array(vec![bulk("a"), bulk("b")])
+    );
+    assert_eq!(client.call(&["ZSCORE", "z", "b"]), bulk("2"));
+    assert_eq!(client.call(&["ZREM", "z", "b", "nope"]), Value::Int(1));
+    assert_eq!(client.call(&["ZCARD", "z"]), Value::Int(2));
+
+    // SET replaces a hash, fields and all.
+    assert_eq!(client.call(&["SET", "h", "plain"]), ok());
+    assert_eq!(client.call(&["TYPE", "h"]), Value::Status("string".into()));
+    assert_eq!(client.call(&["HLEN", "h"]), wrong);
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(4));
+
+    // Errors name the problem, and the connection stays usable.
+    assert_eq!(
+        client.call(&["NOSUCH", "x"]),
+        Value::Error("ERR unknown command 'NOSUCH', with args beginning with: 'x' ".into())
+    );
+    assert_eq!(
+        client.call(&["GET"]),
+        Value::Error("ERR wrong number of arguments for 'get' command".into())
+    );
+    assert_eq!(
+        client.call(&["SET", "k", "v", "EX", "0"]),
+        Value::Error("ERR invalid expire time in 'set' command".into())
+    );
+    assert_eq!(
+        client.call(&["SELECT", "99"]),
+        Value::Error("ERR DB index is out of range".into())
+    );
+    let long_key = "k".repeat(2000);
+    assert!(
+        matches!(client.call(&["SET", &long_key, "v"]), Value::Error(message) if message.contains("too large"))
+    );
+    assert_eq!(client.call(&["SELECT", "1"]), ok());
+    assert_eq!(client.call(&["GET", "k"]), Value::Nil);
+    assert_eq!(client.call(&["SELECT", "0"]), ok());
+    assert_eq!(client.call(&["GET", "k"]), bulk("w123"));
+
+    // Pipelining: many requests in one write, replies in order.
+    let mut pipeline = Vec::new();
+    for index in 0..500 {
+        pipeline.extend_from_slice(
+            format!(
+                "*3\r\n$3\r\nSET\r\n$6\r\np{index:05}\r\n$3\r\n{:03}\r\n",
+                index % 1000
+            )
+            .as_bytes(),
+        );
+    }
+    pipeline.extend_from_slice(b"PING\r\n");
+    client.reader.get_mut().write_all(&pipeline).unwrap();
+    for _ in 0..500 {
+        assert_eq!(client.read().unwrap(), ok());
+    }
+    assert_eq!(client.read().unwrap(), Value::Status("PONG".into()));
+
+    // SCAN visits every key exactly once across its cursors.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let Value::Array(reply) = client.call(&["SCAN", &cursor, "MATCH", "p*", "COUNT", "37"])
+        else {
+            panic!("SCAN replies with an array");
+        };
+        let Value::Bulk(next) = &reply[0] else {
+            panic!()
+        };
+        let Value::Array(keys) = &reply[1] else {
+            panic!()
+        };
+        for key in keys {
+            let Value::Bulk(key) = key else { panic!() };
+            assert!(seen.insert(key.clone()), "SCAN returned a key twice");
+        }
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 500);
+    assert_eq!(client.call(&["FLUSHDB"]), ok());
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
+
+    // RESP3 after HELLO 3: maps, doubles and nulls.
+    let Value::Map(hello) = client.call(&["HELLO", "3"]) else {
+        panic!("HELLO 3 replies with a map");
+    };
+    assert!(hello.contains(&(bulk("proto"), Value::Int(3))));
+    assert_eq!(client.call(&["GET", "nope"]), Value::Nil);
+    client.call(&["HSET", "h3", "f", "v"]);
+    assert_eq!(
+        client.call(&["HGETALL", "h3"]),
+        Value::Map(vec![(bulk("f"), bulk("v"))])
+    );
+    client.call(&["ZADD", "z3", "0.5", "m"]);
+    assert_eq!(
+        client.call(&["ZSCORE", "z3", "m"]),
+        Value::Double("0.5".into())
+    );
+    assert_eq!(client.call(&["QUIT"]), ok());
+    assert!(client.is_closed());
+}
+
+#[test]
+fn garbage_and_huge_headers_get_an_error_and_a_closed_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--max-bulk-bytes", "1048576"]);
+    for attack in [
+        &b"*1\r\n$4294967296\r\n"[..],
+        b"*2\r\n$3\r\nGET\r\n$2000000\r\n",
+        b"*99999999999\r\n",
+        b"*1\r\n+PING\r\n",
+        b"*1\r\n$4\r\nPINGxx",
+    ] {
+        let mut client = server.connect();
+        client.reader.get_mut().write_all(attack).unwrap();
+        match client.read() {
+            Some(Value::Error(message)) => {
+                assert!(message.starts_with("ERR Protocol error"), "{message}")
+            }
+            other => panic!("{:?} got {other:?}", String::from_utf8_lossy(attack)),
+        }
+        assert!(client.is_closed());
+    }
+    // Random bytes, some after a valid prefix; the server must survive every one of them.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for round in 0..200 {
+        let mut stream = TcpStream::connect(&server.address).unwrap();
+        let mut bytes: Vec<u8> = (0..rng.gen_range(1..600)).map(|_| rng.gen()).collect();
+        if round % 2 == 0 {
+            bytes.splice(0..0, b"*2\r\n$3\r\nGET\r\n".iter().copied());
+        }
+        let _ = stream.write_all(&bytes);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut sink = Vec::new();
+        let _ = stream.read_to_end(&mut sink);
+    }
+    let mut client = server.connect();
+    assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
+}
+
+#[test]
+fn limits_auth_metrics_and_sigterm_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let config = dir.path().join("shale.toml");
+    std::fs::write(
+        &config,
+        "password = \"s3cret\"\nmaxclients = 1\nidle_timeout = 100\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        &db,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--maxclients",
+            "2",
+            "--admin-bind",
+            "127.0.0.1:0",
+        ],
+    );
+    let mut first = server.connect();
+    assert_eq!(
+        first.call(&["GET", "k"]),
+        Value::Error("NOAUTH Authentication required.".into())
+    );
+    assert_eq!(
+        first.call(&["AUTH", "wrong"]),
+        Value::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(first.call(&["AUTH", "s3cret"]), ok());
+    assert_eq!(first.call(&["SET", "k", "v"]), ok());
+    let mut second = server.connect();
+    assert!(matches!(
+        second.call(&["HELLO", "3", "AUTH", "default", "s3cret"]),
+        Value::Map(_)
+    ));
+    // The flag (2) beat the file (1): a third client is refused.
+    let mut third = server.connect();
+    assert_eq!(
+        third.read(),
+        Some(Value::Error("ERR max number of clients reached".into()))
+    );
+    assert!(third.is_closed());
+
+    let (status, metrics) = server.admin_get("/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("shale_commands_total{command=\"set\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shale_connections_rejected_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shale_media_written_bytes_total{class=\"capacity\",purpose=\"clients\"}")
+    );
+    assert!(metrics.contains("shale_command_duration_seconds_bucket{"));
+    assert_eq!(server.admin_get("/livez").0, 200);
+    assert_eq!(server.admin_get("/readyz").0, 200);
+
+    // SIGTERM with a pipeline in flight: every write the client saw acknowledged is kept.
+    let mut pipeline = Vec::new();
+    for index in 0..2000 {
+        pipeline.extend_from_slice(
+            format!("*3\r\n$3\r\nSET\r\n$5\r\nd{index:04}\r\n$1\r\nx\r\n").as_bytes(),
+        );
+    }
+    first.reader.get_mut().write_all(&pipeline).unwrap();
+    server.signal("TERM");
+    let mut acknowledged = 0;
+    while let Some(reply) = first.read() {
+        assert_eq!(reply, ok());
+        acknowledged += 1;
+    }
+    assert!(second.is_closed(), "idle clients are closed by the drain");
+    let status = server.wait();
+    assert!(status.success(), "{status:?}");
+    let restarted = Server::start(&db, &[]);
+    let mut client = restarted.connect();
+    for index in 0..acknowledged {
+        assert_eq!(client.call(&["GET", &format!("d{index:04}")]), bulk("x"));
+    }
+    assert_eq!(client.call(&["GET", "k"]), bulk("v"));
+}
+
+#[test]
+fn idle_clients_are_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--idle-timeout", "1"]);
+    let mut client = server.connect();
+    assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
+    let started = Instant::now();
+    assert!(client.is_closed());
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let mut acknowledged: Vec<(String, String)> = Vec::new();
+    for round in 0..3 {
+        let server = Server::start(&db, &["--durability", "sync"]);
+        let address = server.address.clone();
+        let (sender, receiver) = mpsc::channel();
+        let writers: Vec<_> = (0..4)
+            .map(|writer| {
+                let (address, sender) = (address.clone(), sender.clone());
+                std::thread::spawn(move || {
+                    let mut client = Client::new(TcpStream::connect(address).unwrap());
+                    for index in 0.. {
+                        let key = format!("r{round}w{writer}i{index}");
+                        let value = format!("value-{index}");
+                        client.send(&[b"SET", key.as_bytes(), value.as_bytes()]);
+                        match client.read() {
+                            Some(reply) if reply == ok() => sender.send((key, value)).unwrap(),
+                            _ => return,
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(sender);
+        std::thread::sleep(Duration::from_millis(400));
+        drop(server); // SIGKILL, then reap.
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        acknowledged.extend(receiver.iter());
+        let restarted = Server::start(&db, &[]);
+        let mut client = restarted.connect();
+        for (key, value) in &acknowledged {
+            assert_eq!(
+                client.call(&["GET", key]),
+                bulk(value),
+                "acknowledged {key} was lost"
+            );
+        }
+    }
+    assert!(
+        acknowledged.len() > 100,
+        "only {} writes",
+        acknowledged.len()
+    );
+}
