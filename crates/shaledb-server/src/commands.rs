@@ -128,6 +128,8 @@ pub struct Shared {
     pub keyspaces: Vec<Keyspace>,
     pub config: Config,
     pub metrics: Metrics,
+    /// Bounds how many pipelines run at once on the blocking pool (`Executor::Pool`).
+    pub pool_slots: Arc<tokio::sync::Semaphore>,
     command_index: HashMap<&'static str, usize>,
     stripes: Vec<Mutex<()>>,
     scan_cursors: Mutex<ScanCursors>,
@@ -163,6 +165,7 @@ impl Shared {
             metrics: Metrics::new(db.clone(), &names),
             db,
             keyspaces,
+            pool_slots: Arc::new(tokio::sync::Semaphore::new(config.pool_threads)),
             config,
             command_index: names
                 .iter()

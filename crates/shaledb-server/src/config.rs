@@ -37,6 +37,13 @@ pub struct ServeArgs {
     /// Number of databases SELECT can reach [default: 16].
     #[arg(long, env = "SHALE_DATABASES")]
     pub databases: Option<usize>,
+    /// Where commands run: `inline` on the network threads, or `pool` on up to pool-threads
+    /// blocking threads [default: pool with --durability sync, else inline].
+    #[arg(long, env = "SHALE_EXECUTOR")]
+    pub executor: Option<Executor>,
+    /// Most pipelines running at once with the pool executor [default: 64].
+    #[arg(long, env = "SHALE_POOL_THREADS")]
+    pub pool_threads: Option<usize>,
     /// Log level filter (error, warn, info, debug, trace) [default: info].
     #[arg(long, env = "SHALE_LOG_LEVEL")]
     pub log_level: Option<String>,
@@ -58,6 +65,8 @@ struct FileConfig {
     idle_timeout: Option<u64>,
     databases: Option<usize>,
     log_level: Option<String>,
+    executor: Option<Executor>,
+    pool_threads: Option<usize>,
     /// Database number -> KVS name, for the databases that should not use `redis-N`.
     kvs: Option<BTreeMap<String, String>>,
 }
@@ -92,6 +101,22 @@ pub struct Config {
     /// KVS name of each database, indexed by number.
     pub kvs_names: Vec<String>,
     pub log_level: String,
+    pub executor: Executor,
+    pub pool_threads: usize,
+}
+
+/// Where a connection's commands run.
+///
+/// Measured with redis-benchmark (50 clients, see docs/SERVER.md): running commands inline on
+/// the network threads avoids a thread handoff per pipeline and doubles SET rates, but a
+/// command waiting on an fdatasync (durability `sync`) or a device read then holds a network
+/// thread, so `sync` defaults to the pool, where many commits wait at once and share one
+/// fdatasync (group commit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Executor {
+    Inline,
+    Pool,
 }
 
 pub const DEFAULT_DB: &str = "shale-data";
@@ -122,15 +147,21 @@ impl Config {
             .clone()
             .or(file.durability)
             .unwrap_or_else(|| "interval".into());
+        let durability: shaledb::Durability = durability
+            .parse()
+            .with_context(|| format!("durability {durability:?}"))?;
+        let default_executor = if durability == shaledb::Durability::Sync {
+            Executor::Pool
+        } else {
+            Executor::Inline
+        };
         let config = Config {
             db: kvdb
                 .db
                 .clone()
                 .or(file.db)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DB)),
-            durability: durability
-                .parse()
-                .with_context(|| format!("durability {durability:?}"))?,
+            durability,
             cache_bytes: kvdb.cache_mb.or(file.cache_mb).unwrap_or(256) << 20,
             capacity: kvdb.capacity.clone(),
             staging: kvdb.staging.clone(),
@@ -165,7 +196,12 @@ impl Config {
                 .clone()
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),
+            executor: args.executor.or(file.executor).unwrap_or(default_executor),
+            pool_threads: args.pool_threads.or(file.pool_threads).unwrap_or(64),
         };
+        if config.pool_threads == 0 {
+            bail!("pool_threads must be at least 1");
+        }
         if config.maxclients == 0 {
             bail!("maxclients must be at least 1");
         }
@@ -205,6 +241,7 @@ mod tests {
         assert_eq!(config.bind, "127.0.0.1:7000");
         assert_eq!(config.maxclients, 7);
         assert_eq!(config.durability, shaledb::Durability::Sync);
+        assert_eq!(config.executor, Executor::Pool);
         assert_eq!(config.password.as_deref(), Some("secret"));
         assert_eq!(config.kvs_names, ["users", "redis-1", "redis-2", "redis-3"]);
         assert_eq!(config.db, PathBuf::from(DEFAULT_DB));
@@ -214,6 +251,7 @@ mod tests {
         };
         let config = Config::resolve(&kvdb, &args).unwrap();
         assert_eq!(config.durability, shaledb::Durability::None);
+        assert_eq!(config.executor, Executor::Inline);
 
         std::fs::write(&path, "bogus = 1\n").unwrap();
         let error = Config::resolve(&KvdbArgs::default(), &args).unwrap_err();

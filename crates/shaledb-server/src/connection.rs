@@ -2,6 +2,7 @@
 //! the protocol, idles too long, or the server drains.
 
 use crate::commands::{Session, Shared};
+use crate::config::Executor;
 use crate::resp::{parse_request, ProtocolError, RequestLimits};
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
@@ -111,32 +112,48 @@ fn take_requests(
     }
 }
 
-/// Runs a pipeline of requests on a blocking thread (commands may read the device or wait for
-/// an fdatasync) and returns the encoded replies; `None` if the worker failed.
+/// Runs every request of a pipeline in order, encoding the replies, until one closes the session.
+fn execute_pipeline(shared: &Shared, session: &mut Session, requests: Vec<Vec<Bytes>>) -> BytesMut {
+    let mut output = BytesMut::new();
+    for request in requests {
+        let reply = shared.execute(session, &request);
+        reply.encode(session.protocol, &mut output);
+        if session.closing {
+            break;
+        }
+    }
+    output
+}
+
+/// Runs a pipeline where the configured executor says (see `Executor`) and returns the encoded
+/// replies; `None` if the worker failed.
 async fn run_requests(
     shared: &Arc<Shared>,
     session: &mut Option<Session>,
     requests: Vec<Vec<Bytes>>,
 ) -> Option<(BytesMut, Next)> {
-    let shared = shared.clone();
     let mut owned = session.take()?;
-    let joined = tokio::task::spawn_blocking(move || {
-        let mut output = BytesMut::new();
-        for request in requests {
-            let reply = shared.execute(&mut owned, &request);
-            reply.encode(owned.protocol, &mut output);
-            if owned.closing {
-                break;
+    let output = match shared.config.executor {
+        Executor::Inline => execute_pipeline(shared, &mut owned, requests),
+        Executor::Pool => {
+            let permit = shared.pool_slots.clone().acquire_owned().await.ok()?;
+            let shared = shared.clone();
+            let joined = tokio::task::spawn_blocking(move || {
+                let output = execute_pipeline(&shared, &mut owned, requests);
+                drop(permit);
+                (owned, output)
+            })
+            .await;
+            match joined {
+                Ok((back, output)) => {
+                    owned = back;
+                    output
+                }
+                Err(error) => {
+                    tracing::error!(%error, "a command's worker failed");
+                    return None;
+                }
             }
-        }
-        (owned, output)
-    })
-    .await;
-    let (owned, output) = match joined {
-        Ok(done) => done,
-        Err(error) => {
-            tracing::error!(%error, "a command's worker failed");
-            return None;
         }
     };
     let next = if owned.closing {

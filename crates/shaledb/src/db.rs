@@ -801,6 +801,14 @@ impl Inner {
         drop(appender);
         self.space.note_appended(total_bytes as u64);
         drop(guards);
+        if self.options.cache_writes {
+            for (position, op) in ops.iter().enumerate() {
+                if op.kind == RecordKind::Put {
+                    let seqno = first_seqno + position as u64;
+                    self.cache.insert(seqno, Bytes::copy_from_slice(&op.value));
+                }
+            }
+        }
         let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
         self.counters.user_bytes_written.add(user_bytes as u64);
         if self.options.durability == Durability::Sync {

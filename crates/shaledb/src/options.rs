@@ -51,6 +51,9 @@ pub struct Options {
     pub durability: Durability,
     /// DRAM budget of the value cache shared by all KVSs, in bytes. 0 disables it. Default 256 MiB.
     pub cache_bytes: u64,
+    /// Also put each written value in the value cache, so reads of recent writes need no device
+    /// read (YCSB A/D, read-after-write). Default true.
+    pub cache_writes: bool,
     /// Size of a segment file. Larger segments mean fewer files; smaller ones let the cleaner
     /// free space in finer steps. Default 64 MiB.
     pub segment_bytes: u64,
@@ -92,6 +95,7 @@ impl Default for Options {
         Options {
             durability: Durability::default(),
             cache_bytes: 256 << 20,
+            cache_writes: true,
             segment_bytes: 64 << 20,
             write_buffer_bytes: 8 << 20,
             flush_chunk_bytes: 1 << 20,
