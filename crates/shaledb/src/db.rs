@@ -748,7 +748,7 @@ impl Inner {
             guards.push((kvs.id, guard));
         }
         let mut encoded = Vec::with_capacity(total_bytes);
-        let _commit_order = self.commit_order.lock();
+        let commit_order = self.commit_order.lock();
         let mut appender = head.lock();
         validate(&self.conflicts)?;
         appender.reserve(total_bytes)?;
@@ -799,6 +799,9 @@ impl Inner {
             .store(first_seqno + ops.len() as u64 - 1, Ordering::SeqCst);
         let lsn = appender.end_lsn();
         drop(appender);
+        // Released before the durability wait below: held across it, every commit would wait
+        // for the previous one's fdatasync and group commit could never batch.
+        drop(commit_order);
         self.space.note_appended(total_bytes as u64);
         drop(guards);
         if self.options.cache_writes {
