@@ -23,7 +23,12 @@ struct Server {
 
 impl Server {
     fn start(db: &Path, extra: &[&str]) -> Server {
+        Server::start_with_env(db, extra, &[])
+    }
+
+    fn start_with_env(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+            .envs(env.iter().copied())
             .arg("--db")
             .arg(db)
             .args(["serve", "--bind", "127.0.0.1:0"])
@@ -518,7 +523,9 @@ fn limits_auth_metrics_and_sigterm_drain() {
 #[test]
 fn idle_clients_are_disconnected() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("db"), &["--idle-timeout", "1"]);
+    // Set through the environment: SHALE_IDLE_TIMEOUT beats the default.
+    let server =
+        Server::start_with_env(&dir.path().join("db"), &[], &[("SHALE_IDLE_TIMEOUT", "1")]);
     let mut client = server.connect();
     assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
     let started = Instant::now();
