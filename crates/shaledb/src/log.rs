@@ -65,6 +65,9 @@ struct HeadState {
     inflight: Option<InFlight>,
     flushing: bool,
     rolling: bool,
+    /// The segment the next roll switches to, created ahead of time (see `prepare_next_segment`).
+    next_segment: Option<Arc<SegmentMeta>>,
+    preparing: bool,
     /// Bytes appended by this head since open, across segments (a log sequence number).
     appended_lsn: u64,
     durable_lsn: u64,
@@ -95,6 +98,8 @@ impl LogHead {
             inflight: None,
             flushing: false,
             rolling: false,
+            next_segment: None,
+            preparing: false,
             appended_lsn: 0,
             durable_lsn: 0,
         };
@@ -277,7 +282,26 @@ impl LogHead {
     /// roll's fdatasync under that lock would stall every reader of the KVS.
     pub fn make_room(&self, bytes: usize) -> Result<()> {
         let mut state = self.state.lock();
+        self.prepare_next_segment(&mut state)?;
         self.make_room_locked(&mut state, bytes)
+    }
+
+    /// Once the active segment is half full, creates the next one with the lock released. A roll
+    /// then only switches files: creating one (open, header write, fdatasync of file and
+    /// directory) under the lock stalled appenders that already hold index write locks, and so
+    /// every reader of their KVSs (gets of ~100 ms at YCSB A's p99.99).
+    fn prepare_next_segment(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
+        if state.next_segment.is_some()
+            || state.preparing
+            || state.end < self.config.segment_bytes / 2
+        {
+            return Ok(());
+        }
+        state.preparing = true;
+        let created = MutexGuard::unlocked(state, || create_segment(&self.config));
+        state.preparing = false;
+        state.next_segment = Some(created?);
+        Ok(())
     }
 
     fn make_room_locked(&self, state: &mut MutexGuard<'_, HeadState>, bytes: usize) -> Result<()> {
@@ -321,7 +345,10 @@ impl LogHead {
             {
                 self.flush_locked(state, true)?;
             }
-            let next = create_segment(&self.config)?;
+            let next = match state.next_segment.take() {
+                Some(prepared) => prepared,
+                None => create_segment(&self.config)?,
+            };
             state.segment.set_end_bytes(state.end);
             state.segment.seal();
             state.segment = next;
