@@ -135,44 +135,32 @@ impl std::fmt::Debug for EngineCollector {
 impl Collector for EngineCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = self.db.stats();
-        let mut written = encoder.encode_descriptor(
+        encode_media_counters(
+            &mut encoder,
             "media_written_bytes",
             "Bytes written to each media class, by purpose",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
+            &stats.media,
+            |media| {
+                [
+                    ("clients", media.bytes_written_by_clients),
+                    ("cleaning", media.bytes_written_by_cleaning),
+                    ("checkpoints", media.bytes_written_by_checkpoints),
+                ]
+            },
         )?;
-        for media in &stats.media {
-            for (purpose, bytes) in [
-                ("clients", media.bytes_written_by_clients),
-                ("cleaning", media.bytes_written_by_cleaning),
-                ("checkpoints", media.bytes_written_by_checkpoints),
-            ] {
-                let label = MediaLabel {
-                    class: media.class.into(),
-                    purpose: purpose.into(),
-                };
-                ConstCounter::new(bytes).encode(written.encode_family(&label)?)?;
-            }
-        }
-        let mut read = encoder.encode_descriptor(
+        encode_media_counters(
+            &mut encoder,
             "media_read_bytes",
             "Bytes read from each media class, by purpose",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
+            &stats.media,
+            |media| {
+                [
+                    ("gets", media.bytes_read_by_gets),
+                    ("scans", media.bytes_read_by_scans),
+                    ("cleaning", media.bytes_read_by_cleaning),
+                ]
+            },
         )?;
-        for media in &stats.media {
-            for (purpose, bytes) in [
-                ("gets", media.bytes_read_by_gets),
-                ("scans", media.bytes_read_by_scans),
-                ("cleaning", media.bytes_read_by_cleaning),
-            ] {
-                let label = MediaLabel {
-                    class: media.class.into(),
-                    purpose: purpose.into(),
-                };
-                ConstCounter::new(bytes).encode(read.encode_family(&label)?)?;
-            }
-        }
         let mut segment_bytes = encoder.encode_descriptor(
             "media_segment_bytes",
             "Bytes of segment files on each media class",
@@ -231,4 +219,30 @@ impl Collector for EngineCollector {
         }
         Ok(())
     }
+}
+
+/// One counter family labelled by media class and purpose.
+fn encode_media_counters(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    media: &[shaledb::MediaStats],
+    by_purpose: impl Fn(&shaledb::MediaStats) -> [(&'static str, u64); 3],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Counter,
+    )?;
+    for class in media {
+        for (purpose, bytes) in by_purpose(class) {
+            let label = MediaLabel {
+                class: class.class.into(),
+                purpose: purpose.into(),
+            };
+            ConstCounter::new(bytes).encode(family.encode_family(&label)?)?;
+        }
+    }
+    Ok(())
 }

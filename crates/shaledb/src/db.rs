@@ -966,11 +966,11 @@ impl Inner {
             class.segments += 1;
             live_bytes += segment.live_bytes();
         }
-        let (mut index_keys, mut index_key_bytes) = (0u64, 0u64);
+        let (mut index_keys, mut index_bytes) = (0u64, 0u64);
         for kvs in self.all_kvs() {
             let index = kvs.index.read();
             index_keys += index.len() as u64;
-            index_key_bytes += index.key_bytes();
+            index_bytes += index.estimated_dram_bytes();
         }
         let (snapshots_open, oldest_snapshot_age_secs) = self.snapshots.summary();
         let (capacity_used_bytes, capacity_limit_bytes) = self.space.usage();
@@ -989,7 +989,7 @@ impl Inner {
             cache_bytes: self.cache.weight_bytes(),
             cache_bytes_budget: self.cache.budget_bytes(),
             index_keys,
-            index_bytes: crate::index::estimated_dram_bytes(index_keys, index_key_bytes),
+            index_bytes,
             live_bytes,
             cleaner_segments_cleaned: counters.cleaner_segments_cleaned.get(),
             cleaner_bytes_copied: counters.cleaner_bytes_copied.get(),

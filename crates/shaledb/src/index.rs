@@ -5,10 +5,80 @@
 //! at `superseded` is visible to a snapshot at `at` when `seqno <= at < superseded`.
 
 use crate::log::Location;
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
 pub type Key = Box<[u8]>;
+
+/// Keys up to this long live inside the index's B-tree nodes (YCSB's 23-byte keys among them).
+const INLINE_KEY_BYTES: usize = 30;
+
+/// A key as the index stores it: short keys inline, so a lookup compares bytes in the node it
+/// is visiting instead of following a pointer per comparison, and an insert allocates nothing;
+/// longer keys on the heap. Ordered, compared and hashed exactly like its bytes.
+#[derive(Clone)]
+enum IndexKey {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_KEY_BYTES],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl IndexKey {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            IndexKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            IndexKey::Heap(bytes) => bytes,
+        }
+    }
+
+    fn is_heap(&self) -> bool {
+        matches!(self, IndexKey::Heap(_))
+    }
+}
+
+impl From<&[u8]> for IndexKey {
+    fn from(key: &[u8]) -> Self {
+        if key.len() <= INLINE_KEY_BYTES {
+            let mut bytes = [0; INLINE_KEY_BYTES];
+            bytes[..key.len()].copy_from_slice(key);
+            IndexKey::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            IndexKey::Heap(key.into())
+        }
+    }
+}
+
+impl Borrow<[u8]> for IndexKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for IndexKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for IndexKey {}
+
+impl PartialOrd for IndexKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for IndexKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
 
 /// The newest version of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,19 +106,16 @@ pub enum Liveness {
 
 #[derive(Default)]
 pub struct KvsIndex {
-    newest: BTreeMap<Key, Entry>,
-    old: BTreeMap<Key, Vec<OldVersion>>,
-    key_bytes: u64,
+    newest: BTreeMap<IndexKey, Entry>,
+    old: BTreeMap<IndexKey, Vec<OldVersion>>,
+    /// Newest-version keys too long to store inline, and their bytes.
+    heap_keys: u64,
+    heap_key_bytes: u64,
 }
 
 impl KvsIndex {
     pub fn len(&self) -> usize {
         self.newest.len()
-    }
-
-    /// Sum of the lengths of all keys in the index.
-    pub fn key_bytes(&self) -> u64 {
-        self.key_bytes
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
@@ -81,8 +148,7 @@ impl KvsIndex {
                 self.retire(key, replaced, entry.seqno, snapshot_max)
             }
             None => {
-                self.key_bytes += key.len() as u64;
-                self.newest.insert(key.into(), entry);
+                self.insert_newest(key, entry);
                 None
             }
         }
@@ -93,33 +159,55 @@ impl KvsIndex {
         match self.newest.get_mut(key) {
             Some(slot) => Some(std::mem::replace(slot, entry)),
             None => {
-                self.key_bytes += key.len() as u64;
-                self.newest.insert(key.into(), entry);
+                self.insert_newest(key, entry);
                 None
             }
         }
     }
 
+    fn insert_newest(&mut self, key: &[u8], entry: Entry) {
+        let stored = IndexKey::from(key);
+        if stored.is_heap() {
+            self.heap_keys += 1;
+            self.heap_key_bytes += key.len() as u64;
+        }
+        self.newest.insert(stored, entry);
+    }
+
     /// Removes `key` (deleted at `seqno`); returns the removed version if no snapshot needs it.
     pub fn remove(&mut self, key: &[u8], seqno: u64, snapshot_max: u64) -> Option<Entry> {
-        let removed = self.newest.remove(key)?;
-        self.key_bytes -= key.len() as u64;
+        let (stored, removed) = self.newest.remove_entry(key)?;
+        if stored.is_heap() {
+            self.heap_keys -= 1;
+            self.heap_key_bytes -= key.len() as u64;
+        }
         self.retire(key, removed, seqno, snapshot_max)
+    }
+
+    /// Estimated DRAM this index holds for its newest versions: each key's slot in a B-tree
+    /// node (the inline-or-heap key and a 24-byte entry) at about 75% node fill, plus the heap
+    /// allocations of long keys (their bytes and about 16 bytes of allocator overhead each).
+    pub fn estimated_dram_bytes(&self) -> u64 {
+        const ALLOCATION_OVERHEAD_BYTES: u64 = 16;
+        let slot_bytes = (std::mem::size_of::<IndexKey>() + std::mem::size_of::<Entry>()) as u64;
+        self.newest.len() as u64 * slot_bytes * 4 / 3
+            + self.heap_key_bytes
+            + self.heap_keys * ALLOCATION_OVERHEAD_BYTES
     }
 
     /// Removes every key starting with `prefix` that is older than `seqno`; returns the removed
     /// versions no snapshot needs.
     pub fn remove_prefix(&mut self, prefix: &[u8], seqno: u64, snapshot_max: u64) -> Vec<Entry> {
-        let doomed: Vec<Key> = self
+        let doomed: Vec<IndexKey> = self
             .newest
             .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(|(key, _)| key.starts_with(prefix))
+            .take_while(|(key, _)| key.as_slice().starts_with(prefix))
             .filter(|(_, entry)| entry.seqno < seqno)
             .map(|(key, _)| key.clone())
             .collect();
         doomed
             .iter()
-            .filter_map(|key| self.remove(key, seqno, snapshot_max))
+            .filter_map(|key| self.remove(key.as_slice(), seqno, snapshot_max))
             .collect()
     }
 
@@ -199,11 +287,11 @@ impl KvsIndex {
     /// Every version the index holds (newest and kept), for accounting and checks.
     pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
         for (key, entry) in &self.newest {
-            visit(key, *entry);
+            visit(key.as_slice(), *entry);
         }
         for (key, versions) in &self.old {
             for version in versions {
-                visit(key, version.entry);
+                visit(key.as_slice(), version.entry);
             }
         }
     }
@@ -214,7 +302,7 @@ impl KvsIndex {
         self.newest
             .range::<[u8], _>((lower, Bound::Unbounded))
             .take(limit)
-            .map(|(key, entry)| (key.clone(), *entry))
+            .map(|(key, entry)| (Key::from(key.as_slice()), *entry))
             .collect()
     }
 
@@ -236,14 +324,15 @@ impl KvsIndex {
         let newest = self.newest.range::<[u8], _>(range);
         let old = self.old.range::<[u8], _>(range).map(|(key, _)| key);
         // Merge the keys of both maps, each once, in the requested order.
-        let mut keys: Box<dyn Iterator<Item = (&Key, Option<&Entry>)>> = if self.old.is_empty() {
+        let mut keys: Box<dyn Iterator<Item = (&IndexKey, Option<&Entry>)>> = if self.old.is_empty()
+        {
             if reverse {
                 Box::new(newest.rev().map(|(key, entry)| (key, Some(entry))))
             } else {
                 Box::new(newest.map(|(key, entry)| (key, Some(entry))))
             }
         } else {
-            let mut merged: Vec<(&Key, Option<&Entry>)> =
+            let mut merged: Vec<(&IndexKey, Option<&Entry>)> =
                 newest.map(|(key, entry)| (key, Some(entry))).collect();
             merged.extend(
                 old.filter(|key| !self.newest.contains_key(*key))
@@ -256,8 +345,8 @@ impl KvsIndex {
             Box::new(merged.into_iter())
         };
         for (key, entry) in keys.by_ref() {
-            if let Some(visible) = self.visible(key, entry, at) {
-                out.push((key.clone(), visible));
+            if let Some(visible) = self.visible(key.as_slice(), entry, at) {
+                out.push((Key::from(key.as_slice()), visible));
                 if out.len() == limit {
                     break;
                 }
@@ -265,15 +354,6 @@ impl KvsIndex {
         }
         out
     }
-}
-
-/// Estimated DRAM of indexes holding `keys` keys of `key_bytes` bytes in all: each key's heap
-/// allocation (its bytes plus about 16 bytes of allocator overhead and rounding) plus its slot in
-/// a B-tree node (a 16-byte key pointer and a 24-byte entry) at about 75% node fill.
-pub fn estimated_dram_bytes(keys: u64, key_bytes: u64) -> u64 {
-    const ALLOCATION_OVERHEAD_BYTES: u64 = 16;
-    let slot_bytes = (std::mem::size_of::<Key>() + std::mem::size_of::<Entry>()) as u64;
-    key_bytes + keys * (ALLOCATION_OVERHEAD_BYTES + slot_bytes * 4 / 3)
 }
 
 #[cfg(test)]
@@ -322,7 +402,46 @@ mod tests {
         let freed = index.remove_prefix(b"a", 4, 0);
         assert_eq!(freed, vec![entry(1)]);
         assert!(index.get(b"a2").is_some() && index.get(b"b1").is_some());
-        assert_eq!(index.key_bytes(), 4);
+        // Two inline keys: node slots only, no heap bytes.
+        let slots_only = index.estimated_dram_bytes();
+        assert!(slots_only > 0);
+        let long_key = [b'k'; 100];
+        index.put(&long_key, entry(9), 0);
+        let with_long = index.estimated_dram_bytes();
+        assert!(
+            with_long >= slots_only * 3 / 2 + 100,
+            "{slots_only} -> {with_long}"
+        );
+        index.remove(&long_key, 10, 0);
+        assert_eq!(index.estimated_dram_bytes(), slots_only);
+    }
+
+    #[test]
+    fn inline_and_heap_keys_order_like_their_bytes() {
+        let mut index = KvsIndex::default();
+        let keys: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            b"a".to_vec(),
+            vec![b'a'; 30],
+            vec![b'a'; 31],
+            vec![b'a'; 200],
+            b"b".to_vec(),
+            vec![0xff; 31],
+        ];
+        for (position, key) in keys.iter().enumerate().rev() {
+            index.put(key, entry(position as u64 + 1), 0);
+        }
+        let listed: Vec<Key> = index
+            .newest_after(None, 100)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        let expected: Vec<Key> = keys.iter().map(|key| Key::from(key.as_slice())).collect();
+        assert_eq!(listed, expected);
+        for (position, key) in keys.iter().enumerate() {
+            assert_eq!(index.get(key), Some(entry(position as u64 + 1)));
+        }
     }
 
     #[test]
