@@ -160,13 +160,19 @@ pub struct Keyspace {
 }
 
 impl Keyspace {
+    /// The tag of the first record of `key`, if it has any: its type, at the cost of one index
+    /// seek and no device read.
+    fn first_tag(&self, key: &[u8]) -> Result<Option<u8>> {
+        let prefix = base(key);
+        let first = self.kvs.prefix(&prefix).keys().next().transpose()?;
+        Ok(first.map(|record| record[prefix.len()]))
+    }
+
     /// The type of `key`, if it exists (a string past its expiry does not).
     pub fn key_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
-        let prefix = base(key);
-        let Some(first) = self.kvs.prefix(&prefix).keys().next().transpose()? else {
+        let Some(tag) = self.first_tag(key)? else {
             return Ok(None);
         };
-        let tag = first[prefix.len()];
         if tag == STRING_WITH_TTL && self.read_string(key)?.is_none() {
             return Ok(None);
         }
@@ -202,11 +208,8 @@ impl Keyspace {
             }));
         }
         // A miss: only now pay the seek that tells a missing key from one of another type.
-        let prefix = base(key);
-        match self.kvs.prefix(&prefix).keys().next().transpose()? {
-            Some(first) if KeyType::of_tag(first[prefix.len()]) != Some(KeyType::String) => {
-                Err(Failure::WrongType)
-            }
+        match self.first_tag(key)? {
+            Some(tag) if KeyType::of_tag(tag) != Some(KeyType::String) => Err(Failure::WrongType),
             _ => Ok(None),
         }
     }
@@ -223,7 +226,7 @@ impl Keyspace {
         let plain = record_key(key, STRING, &[])?;
         // Overwriting a plain string in place needs no prefix delete; anything else might.
         let in_place = expires_at_ms.is_none() && self.kvs.contains_key(&plain)?;
-        if !in_place && self.has_records(key)? {
+        if !in_place && self.first_tag(key)?.is_some() {
             batch.prefix_delete(&self.kvs, base(key));
         }
         match expires_at_ms {
@@ -236,17 +239,6 @@ impl Keyspace {
             }
         }
         Ok(())
-    }
-
-    /// Whether any record of `key` exists (expired or not).
-    fn has_records(&self, key: &[u8]) -> Result<bool> {
-        Ok(self
-            .kvs
-            .prefix(base(key))
-            .keys()
-            .next()
-            .transpose()?
-            .is_some())
     }
 
     /// Deletes every record of `key`.
