@@ -732,26 +732,33 @@ impl Inner {
             MediaClass::Capacity
         };
         let head = self.head_at(class, HeadKind::Client);
-        // A segment roll (an fdatasync) happens now, before the index locks, not under them.
-        head.make_room(total_bytes)?;
         let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
         involved.sort_by_key(|kvs| kvs.id);
         involved.dedup_by_key(|kvs| kvs.id);
-        // Lock order: KVS indexes by id, the commit order, then the client head (invariant I4).
-        let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
-            Vec::with_capacity(involved.len());
-        for kvs in &involved {
-            let guard = kvs.index.write();
-            if kvs.dropped.load(Ordering::Acquire) {
-                return Err(Error::KvsNotFound(kvs.name.clone()));
+        // No I/O under the index locks: a flush or roll (pwrite, fdatasync) happens in
+        // `make_room` before they are taken, and if other writers used the room up meanwhile,
+        // every lock is released and the room made again. Waiting for I/O while holding an index
+        // write lock would stall every reader of the KVS for the I/O's duration.
+        let (mut guards, commit_order, mut appender) = loop {
+            head.make_room(total_bytes)?;
+            // Lock order: KVS indexes by id, the commit order, then the client head (I4).
+            let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
+                Vec::with_capacity(involved.len());
+            for kvs in &involved {
+                let guard = kvs.index.write();
+                if kvs.dropped.load(Ordering::Acquire) {
+                    return Err(Error::KvsNotFound(kvs.name.clone()));
+                }
+                guards.push((kvs.id, guard));
             }
-            guards.push((kvs.id, guard));
-        }
+            let commit_order = self.commit_order.lock();
+            let appender = head.lock();
+            if appender.has_room(total_bytes) {
+                break (guards, commit_order, appender);
+            }
+        };
         let mut encoded = Vec::with_capacity(total_bytes);
-        let commit_order = self.commit_order.lock();
-        let mut appender = head.lock();
         validate(&self.conflicts)?;
-        appender.reserve(total_bytes)?;
         let segment = appender.segment().clone();
         let snapshot_max = self.snapshots.max();
         let first_seqno = self.next_seqno.load(Ordering::SeqCst);

@@ -413,6 +413,16 @@ impl Appender<'_> {
         self.head.make_room_locked(&mut self.state, bytes)
     }
 
+    /// Whether `bytes` of records fit now, with no flush or roll first; `make_room` (without
+    /// locks held) makes it so.
+    pub fn has_room(&self, bytes: usize) -> bool {
+        let state = &*self.state;
+        let end = state.end + bytes as u64;
+        !state.rolling
+            && end <= self.head.config.segment_bytes
+            && (end - state.tail_base) as usize <= state.tail.capacity()
+    }
+
     /// Appends one encoded record inside the reserved space.
     pub fn append(&mut self, encoded: &[u8]) -> Location {
         let state = &mut *self.state;
