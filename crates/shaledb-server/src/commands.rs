@@ -196,19 +196,7 @@ impl Shared {
 
     /// Runs one request and returns its reply.
     pub fn execute(&self, session: &mut Session, args: &[Bytes]) -> Reply {
-        let mut upper = [0u8; 32];
-        let name = &args[0];
-        let index = (name.len() <= upper.len())
-            .then(|| {
-                let upper = &mut upper[..name.len()];
-                upper.copy_from_slice(name);
-                upper.make_ascii_uppercase();
-                std::str::from_utf8(upper)
-                    .ok()
-                    .and_then(|upper| self.command_index.get(upper).copied())
-            })
-            .flatten();
-        let Some(index) = index else {
+        let Some(index) = self.lookup(&args[0]) else {
             return unknown_command(args);
         };
         let command = &COMMANDS[index];
@@ -229,6 +217,16 @@ impl Shared {
         self.metrics
             .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
         outcome.unwrap_or_else(|error| error)
+    }
+
+    /// The command-table index of the command `name`, in any letter case.
+    fn lookup(&self, name: &[u8]) -> Option<usize> {
+        let mut upper = [0u8; 32];
+        let upper = upper.get_mut(..name.len())?;
+        upper.copy_from_slice(name);
+        upper.make_ascii_uppercase();
+        let upper = std::str::from_utf8(upper).ok()?;
+        self.command_index.get(upper).copied()
     }
 
     fn keyspace(&self, session: &Session) -> &Keyspace {
@@ -530,13 +528,7 @@ fn command_info(shared: &Shared, _: &mut Session, args: &[Bytes]) -> Outcome {
     let Some(sub) = args.get(1) else {
         return Ok(Reply::Array(COMMANDS.iter().map(command_entry).collect()));
     };
-    let find = |name: &Bytes| {
-        let upper = String::from_utf8_lossy(name).to_ascii_uppercase();
-        shared
-            .command_index
-            .get(upper.as_str())
-            .map(|&index| &COMMANDS[index])
-    };
+    let find = |name: &Bytes| shared.lookup(name).map(|index| &COMMANDS[index]);
     if is(sub, "COUNT") {
         Ok(Reply::Integer(COMMANDS.len() as i64))
     } else if is(sub, "INFO") {

@@ -312,15 +312,25 @@ impl LogHead {
         );
         loop {
             self.config.poison.check()?;
-            if state.rolling {
-                self.changed.wait(state);
-            } else if state.end + bytes > self.config.segment_bytes {
-                self.roll(state)?;
-            } else if (state.end + bytes - state.tail_base) as usize > state.tail.capacity() {
-                self.flush_locked(state, false)?;
-            } else {
-                return Ok(());
+            match self.room_for(state, bytes) {
+                Room::Rolling => self.changed.wait(state),
+                Room::NeedsRoll => self.roll(state)?,
+                Room::NeedsFlush => self.flush_locked(state, false)?,
+                Room::Fits => return Ok(()),
             }
+        }
+    }
+
+    /// Whether `bytes` more records fit in the active segment and the tail buffer now.
+    fn room_for(&self, state: &HeadState, bytes: u64) -> Room {
+        if state.rolling {
+            Room::Rolling
+        } else if state.end + bytes > self.config.segment_bytes {
+            Room::NeedsRoll
+        } else if (state.end + bytes - state.tail_base) as usize > state.tail.capacity() {
+            Room::NeedsFlush
+        } else {
+            Room::Fits
         }
     }
 
@@ -363,6 +373,16 @@ impl LogHead {
         self.changed.notify_all();
         result
     }
+}
+
+/// What appending a given number of bytes to a head needs first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    Fits,
+    /// A roll is under way: wait for it.
+    Rolling,
+    NeedsRoll,
+    NeedsFlush,
 }
 
 /// What a head's writes count as.
@@ -416,11 +436,7 @@ impl Appender<'_> {
     /// Whether `bytes` of records fit now, with no flush or roll first; `make_room` (without
     /// locks held) makes it so.
     pub fn has_room(&self, bytes: usize) -> bool {
-        let state = &*self.state;
-        let end = state.end + bytes as u64;
-        !state.rolling
-            && end <= self.head.config.segment_bytes
-            && (end - state.tail_base) as usize <= state.tail.capacity()
+        self.head.room_for(&self.state, bytes as u64) == Room::Fits
     }
 
     /// Appends one encoded record inside the reserved space.
