@@ -2,8 +2,9 @@
 //! reads, readwhilewriting (N-1 readers, 1 writer) and readrandomwriterandom.
 
 use crate::engine::{Engine, EngineSpec};
+use crate::measure::Measured;
 use crate::measure::{self, Monitor, OpKind, Recorder};
-use crate::suite::{Measured, Runner};
+use crate::suite::Runner;
 use anyhow::{bail, Result};
 use rand::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -164,19 +165,14 @@ fn phase(
     monitor: &Monitor,
     op: impl Fn(&mut Recorder) -> Result<OpKind> + Sync,
 ) -> Result<Measured> {
-    let (recorder, elapsed) = measure::run_phase(
+    measure::run_phase(
         threads,
         operations,
         duration,
         None,
         monitor,
         |_, _, recorder| op(recorder),
-    )?;
-    Ok(Measured {
-        recorder,
-        elapsed,
-        operations_override: None,
-    })
+    )
 }
 
 fn read_random(engine: &dyn Engine, params: &DbBenchParams) -> Result<()> {
@@ -191,7 +187,7 @@ fn read_seq(engine: &dyn Engine, threads: usize, monitor: &Monitor) -> Result<Me
     const CHUNK: usize = 100;
     let entries = AtomicU64::new(0);
     let started = Instant::now();
-    let (recorder, _) = measure::run_phase(
+    let scanned = measure::run_phase(
         threads,
         threads as u64,
         None,
@@ -219,9 +215,9 @@ fn read_seq(engine: &dyn Engine, threads: usize, monitor: &Monitor) -> Result<Me
         },
     )?;
     Ok(Measured {
-        recorder,
+        recorder: scanned.recorder,
         elapsed: started.elapsed(),
-        operations_override: Some(entries.load(Ordering::Relaxed)),
+        operations: entries.load(Ordering::Relaxed),
     })
 }
 
@@ -256,8 +252,8 @@ fn read_while_writing(
         });
         stop.store(true, Ordering::Relaxed);
         let writes = writer.join().expect("writer thread")?;
+        // The phase ran (and counts) only the reads.
         let mut measured = reads?;
-        measured.operations_override = Some(measured.recorder.count(OpKind::Read));
         measured.recorder.merge(&writes);
         Ok(measured)
     })

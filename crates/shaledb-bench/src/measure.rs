@@ -301,6 +301,15 @@ pub struct PhaseClock {
     pub deadline: Option<Instant>,
 }
 
+/// A measured piece of work on one open engine.
+pub struct Measured {
+    pub recorder: Recorder,
+    pub elapsed: Duration,
+    /// What the throughput counts: the operations run (a read-modify-write is one, though its
+    /// read and write are also timed apart), or the unit a benchmark reports instead.
+    pub operations: u64,
+}
+
 /// Runs `threads` workers; each calls `op(thread, index, recorder)` for its share of
 /// `operations` (or until `duration` ends), paced to `target_ops_per_sec` across all threads
 /// when given. Latency is measured from each operation's intended start time when paced, so a
@@ -312,7 +321,7 @@ pub fn run_phase<F>(
     target_ops_per_sec: Option<f64>,
     monitor: &Monitor,
     op: F,
-) -> Result<(Recorder, Duration)>
+) -> Result<Measured>
 where
     F: Fn(usize, u64, &mut Recorder) -> Result<OpKind> + Sync,
 {
@@ -320,10 +329,11 @@ where
     let started = Instant::now();
     let deadline = duration.map(|duration| started + duration);
     let merged = Mutex::new(Recorder::default());
+    let ran = AtomicU64::new(0);
     let result: Result<()> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|thread| {
-                let (op, merged, completed) = (&op, &merged, &monitor.completed);
+                let (op, merged, completed, ran) = (&op, &merged, &monitor.completed, &ran);
                 scope.spawn(move || -> Result<()> {
                     let share = operations / threads as u64
                         + u64::from((thread as u64) < operations % threads as u64);
@@ -351,6 +361,7 @@ where
                         index += 1;
                     }
                     merged.lock().expect("recorder lock").merge(&recorder);
+                    ran.fetch_add(index, Ordering::Relaxed);
                     Ok(())
                 })
             })
@@ -360,8 +371,11 @@ where
             .try_for_each(|worker| worker.join().expect("worker thread panicked"))
     });
     result?;
-    let elapsed = started.elapsed();
-    Ok((merged.into_inner().expect("recorder lock"), elapsed))
+    Ok(Measured {
+        elapsed: started.elapsed(),
+        recorder: merged.into_inner().expect("recorder lock"),
+        operations: ran.into_inner(),
+    })
 }
 
 #[cfg(test)]
@@ -393,12 +407,20 @@ mod tests {
     #[test]
     fn paced_phase_runs_at_the_target_and_counts_everything() {
         let monitor = Monitor::start();
-        let (recorder, elapsed) = run_phase(2, 200, None, Some(1000.0), &monitor, |_, _, _| {
-            Ok(OpKind::Read)
+        // Two kinds of operation: the throughput counts all 200, not the larger kind's 100.
+        let measured = run_phase(2, 200, None, Some(1000.0), &monitor, |_, index, _| {
+            Ok(if index % 2 == 0 {
+                OpKind::Read
+            } else {
+                OpKind::Update
+            })
         })
         .unwrap();
         let (timeline, peak_rss) = monitor.finish();
-        assert_eq!(recorder.count(OpKind::Read), 200);
+        let (recorder, elapsed) = (measured.recorder, measured.elapsed);
+        assert_eq!(measured.operations, 200);
+        assert_eq!(recorder.count(OpKind::Read), 100);
+        assert_eq!(recorder.count(OpKind::Update), 100);
         assert!(
             elapsed >= Duration::from_millis(190),
             "200 ops at 1000/s take ~0.2 s: {elapsed:?}"

@@ -5,7 +5,7 @@
 
 use crate::dbbench::{self, DbBenchParams};
 use crate::engine::{self, Engine, EngineConfig, EngineSpec};
-use crate::measure::{self, LatencySummary, Monitor, ProcessCounters, Recorder};
+use crate::measure::{self, LatencySummary, Measured, Monitor, ProcessCounters};
 use crate::ycsb::generator::key_name;
 use crate::ycsb::workload::{Distribution, RecordShape, RunState, WorkloadSpec};
 use anyhow::{Context, Result};
@@ -125,13 +125,6 @@ impl Engine for Counted {
     }
 }
 
-/// A measured piece of work on one open engine.
-pub struct Measured {
-    pub recorder: Recorder,
-    pub elapsed: Duration,
-    pub operations_override: Option<u64>,
-}
-
 pub(crate) struct Runner<'a> {
     pub common: &'a CommonParams,
     pub suite: &'static str,
@@ -196,13 +189,7 @@ impl Runner<'_> {
         let user_bytes_written = engine.user_bytes_written.load(Ordering::Relaxed);
         drop(engine);
         let summaries = measured.recorder.summaries();
-        let operations = measured.operations_override.unwrap_or_else(|| {
-            summaries
-                .values()
-                .map(|summary| summary.count)
-                .max()
-                .unwrap_or(0)
-        });
+        let operations = measured.operations;
         let elapsed_secs = measured.elapsed.as_secs_f64();
         let result = RunResult {
             engine: spec.name.to_string(),
@@ -327,7 +314,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
             || loaded_bytes,
             |engine, monitor| {
                 let next = AtomicU64::new(0);
-                let (recorder, elapsed) = measure::run_phase(
+                measure::run_phase(
                     load_threads,
                     params.records,
                     None,
@@ -341,12 +328,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                         )?;
                         Ok(measure::OpKind::Insert)
                     },
-                )?;
-                Ok(Measured {
-                    recorder,
-                    elapsed,
-                    operations_override: None,
-                })
+                )
             },
         )?;
     }
@@ -379,7 +361,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                         false,
                         || (state.inserts.last_value() + 1) * record_len,
                         |engine, monitor| {
-                            let (recorder, elapsed) = measure::run_phase(
+                            let measured = measure::run_phase(
                                 threads,
                                 params.operations,
                                 params.duration_secs.map(Duration::from_secs_f64),
@@ -393,11 +375,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                                 .get_mut(engine_spec.name)
                                 .expect("every engine is counted");
                             *engine_grown = (*engine_grown).max(state.inserts.last_value() + 1);
-                            Ok(Measured {
-                                recorder,
-                                elapsed,
-                                operations_override: None,
-                            })
+                            Ok(measured)
                         },
                     )?;
                 }
