@@ -5,80 +5,13 @@
 //! at `superseded` is visible to a snapshot at `at` when `seqno <= at < superseded`.
 
 use crate::log::Location;
-use std::borrow::Borrow;
+use packed::PackedMap;
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
+
+mod packed;
 
 pub type Key = Box<[u8]>;
-
-/// Keys up to this long live inside the index's B-tree nodes (YCSB's 23-byte keys among them).
-const INLINE_KEY_BYTES: usize = 30;
-
-/// A key as the index stores it: short keys inline, so a lookup compares bytes in the node it
-/// is visiting instead of following a pointer per comparison, and an insert allocates nothing;
-/// longer keys on the heap. Ordered, compared and hashed exactly like its bytes.
-#[derive(Clone)]
-enum IndexKey {
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_KEY_BYTES],
-    },
-    Heap(Box<[u8]>),
-}
-
-impl IndexKey {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            IndexKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            IndexKey::Heap(bytes) => bytes,
-        }
-    }
-
-    fn is_heap(&self) -> bool {
-        matches!(self, IndexKey::Heap(_))
-    }
-}
-
-impl From<&[u8]> for IndexKey {
-    fn from(key: &[u8]) -> Self {
-        if key.len() <= INLINE_KEY_BYTES {
-            let mut bytes = [0; INLINE_KEY_BYTES];
-            bytes[..key.len()].copy_from_slice(key);
-            IndexKey::Inline {
-                len: key.len() as u8,
-                bytes,
-            }
-        } else {
-            IndexKey::Heap(key.into())
-        }
-    }
-}
-
-impl Borrow<[u8]> for IndexKey {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl PartialEq for IndexKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for IndexKey {}
-
-impl PartialOrd for IndexKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for IndexKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_slice().cmp(other.as_slice())
-    }
-}
 
 /// The newest version of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,11 +39,8 @@ pub enum Liveness {
 
 #[derive(Default)]
 pub struct KvsIndex {
-    newest: BTreeMap<IndexKey, Entry>,
-    old: BTreeMap<IndexKey, Vec<OldVersion>>,
-    /// Newest-version keys too long to store inline, and their bytes.
-    heap_keys: u64,
-    heap_key_bytes: u64,
+    newest: PackedMap,
+    old: BTreeMap<Key, Vec<OldVersion>>,
 }
 
 impl KvsIndex {
@@ -119,7 +49,7 @@ impl KvsIndex {
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.newest.get(key).copied()
+        self.newest.get(key)
     }
 
     /// The version of `key` a reader at sequence number `at` sees.
@@ -127,9 +57,9 @@ impl KvsIndex {
         self.visible(key, self.newest.get(key), at)
     }
 
-    fn visible(&self, key: &[u8], newest: Option<&Entry>, at: u64) -> Option<Entry> {
+    fn visible(&self, key: &[u8], newest: Option<Entry>, at: u64) -> Option<Entry> {
         match newest {
-            Some(entry) if entry.seqno <= at => Some(*entry),
+            Some(entry) if entry.seqno <= at => Some(entry),
             _ => self
                 .old
                 .get(key)?
@@ -142,72 +72,47 @@ impl KvsIndex {
     /// Makes `entry` the newest version of `key`. Returns the replaced version when no snapshot
     /// (the newest open one is `snapshot_max`, 0 if none) can see it, so the caller frees it.
     pub fn put(&mut self, key: &[u8], entry: Entry, snapshot_max: u64) -> Option<Entry> {
-        match self.newest.get_mut(key) {
-            Some(slot) => {
-                let replaced = std::mem::replace(slot, entry);
-                self.retire(key, replaced, entry.seqno, snapshot_max)
-            }
-            None => {
-                self.insert_newest(key, entry);
-                None
-            }
-        }
+        let replaced = self.newest.insert(key, entry)?;
+        self.retire(key, replaced, entry.seqno, snapshot_max)
     }
 
     /// Inserts without snapshot bookkeeping, for recovery and checkpoint loading.
     pub fn put_recovered(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
-        match self.newest.get_mut(key) {
-            Some(slot) => Some(std::mem::replace(slot, entry)),
-            None => {
-                self.insert_newest(key, entry);
-                None
-            }
-        }
-    }
-
-    fn insert_newest(&mut self, key: &[u8], entry: Entry) {
-        let stored = IndexKey::from(key);
-        if stored.is_heap() {
-            self.heap_keys += 1;
-            self.heap_key_bytes += key.len() as u64;
-        }
-        self.newest.insert(stored, entry);
+        self.newest.insert(key, entry)
     }
 
     /// Removes `key` (deleted at `seqno`); returns the removed version if no snapshot needs it.
     pub fn remove(&mut self, key: &[u8], seqno: u64, snapshot_max: u64) -> Option<Entry> {
-        let (stored, removed) = self.newest.remove_entry(key)?;
-        if stored.is_heap() {
-            self.heap_keys -= 1;
-            self.heap_key_bytes -= key.len() as u64;
-        }
+        let removed = self.newest.remove(key)?;
         self.retire(key, removed, seqno, snapshot_max)
     }
 
-    /// Estimated DRAM this index holds for its newest versions: each key's slot in a B-tree
-    /// node (the inline-or-heap key and a 24-byte entry) at about 75% node fill, plus the heap
-    /// allocations of long keys (their bytes and about 16 bytes of allocator overhead each).
+    /// Estimated DRAM this index holds for its newest versions (see `PackedMap`).
     pub fn estimated_dram_bytes(&self) -> u64 {
-        const ALLOCATION_OVERHEAD_BYTES: u64 = 16;
-        let slot_bytes = (std::mem::size_of::<IndexKey>() + std::mem::size_of::<Entry>()) as u64;
-        self.newest.len() as u64 * slot_bytes * 4 / 3
-            + self.heap_key_bytes
-            + self.heap_keys * ALLOCATION_OVERHEAD_BYTES
+        self.newest.estimated_dram_bytes()
     }
 
     /// Removes every key starting with `prefix` that is older than `seqno`; returns the removed
     /// versions no snapshot needs.
     pub fn remove_prefix(&mut self, prefix: &[u8], seqno: u64, snapshot_max: u64) -> Vec<Entry> {
-        let doomed: Vec<IndexKey> = self
-            .newest
-            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(|(key, _)| key.as_slice().starts_with(prefix))
-            .filter(|(_, entry)| entry.seqno < seqno)
-            .map(|(key, _)| key.clone())
-            .collect();
+        let mut doomed: Vec<Key> = Vec::new();
+        self.newest.visit_range(
+            Bound::Included(prefix),
+            Bound::Unbounded,
+            false,
+            |key, entry| {
+                if !key.starts_with(prefix) {
+                    return ControlFlow::Break(());
+                }
+                if entry.seqno < seqno {
+                    doomed.push(key.into());
+                }
+                ControlFlow::Continue(())
+            },
+        );
         doomed
             .iter()
-            .filter_map(|key| self.remove(key.as_slice(), seqno, snapshot_max))
+            .filter_map(|key| self.remove(key, seqno, snapshot_max))
             .collect()
     }
 
@@ -232,7 +137,7 @@ impl KvsIndex {
     /// Is the record of `key` at `seqno` stored at `location` still needed?
     pub fn liveness(&self, key: &[u8], seqno: u64, location: Location) -> Liveness {
         let wanted = Entry { location, seqno };
-        if self.newest.get(key) == Some(&wanted) {
+        if self.newest.get(key) == Some(wanted) {
             return Liveness::Newest;
         }
         let kept = self
@@ -253,11 +158,15 @@ impl KvsIndex {
             location: from,
             seqno,
         };
-        if let Some(entry) = self.newest.get_mut(key) {
-            if *entry == wanted {
-                entry.location = to;
-                return true;
-            }
+        if self.newest.get(key) == Some(wanted) {
+            self.newest.insert(
+                key,
+                Entry {
+                    location: to,
+                    seqno,
+                },
+            );
+            return true;
         }
         if let Some(versions) = self.old.get_mut(key) {
             if let Some(version) = versions.iter_mut().find(|version| version.entry == wanted) {
@@ -286,12 +195,14 @@ impl KvsIndex {
 
     /// Every version the index holds (newest and kept), for accounting and checks.
     pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
-        for (key, entry) in &self.newest {
-            visit(key.as_slice(), *entry);
-        }
+        self.newest
+            .visit_range(Bound::Unbounded, Bound::Unbounded, false, |key, entry| {
+                visit(key, entry);
+                ControlFlow::Continue(())
+            });
         for (key, versions) in &self.old {
             for version in versions {
-                visit(key.as_slice(), version.entry);
+                visit(key, version.entry);
             }
         }
     }
@@ -299,11 +210,19 @@ impl KvsIndex {
     /// Up to `limit` newest entries with keys after `after` (all keys if `None`), in order.
     pub fn newest_after(&self, after: Option<&[u8]>, limit: usize) -> Vec<(Key, Entry)> {
         let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-        self.newest
-            .range::<[u8], _>((lower, Bound::Unbounded))
-            .take(limit)
-            .map(|(key, entry)| (Key::from(key.as_slice()), *entry))
-            .collect()
+        let mut out = Vec::new();
+        if limit > 0 {
+            self.newest
+                .visit_range(lower, Bound::Unbounded, false, |key, entry| {
+                    out.push((key.into(), entry));
+                    if out.len() == limit {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                });
+        }
+        out
     }
 
     /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
@@ -316,40 +235,64 @@ impl KvsIndex {
         limit: usize,
         reverse: bool,
     ) -> Vec<(Key, Entry)> {
-        if crate::iter::is_empty_range(lower, upper) {
-            return Vec::new();
-        }
-        let range = (lower, upper);
         let mut out = Vec::with_capacity(limit.min(256));
-        let newest = self.newest.range::<[u8], _>(range);
-        let old = self.old.range::<[u8], _>(range).map(|(key, _)| key);
-        // Merge the keys of both maps, each once, in the requested order.
-        let mut keys: Box<dyn Iterator<Item = (&IndexKey, Option<&Entry>)>> = if self.old.is_empty()
-        {
-            if reverse {
-                Box::new(newest.rev().map(|(key, entry)| (key, Some(entry))))
-            } else {
-                Box::new(newest.map(|(key, entry)| (key, Some(entry))))
-            }
+        if limit == 0 || crate::iter::is_empty_range(lower, upper) {
+            return out;
+        }
+        // Keys only kept versions have (deleted since a snapshot) merge in between the newest
+        // keys, each once, in the requested order.
+        let old_keys = self
+            .old
+            .range::<[u8], _>((lower, upper))
+            .map(|(key, _)| key);
+        let mut old_only: Box<dyn Iterator<Item = &Key>> = if reverse {
+            Box::new(old_keys.rev())
         } else {
-            let mut merged: Vec<(&IndexKey, Option<&Entry>)> =
-                newest.map(|(key, entry)| (key, Some(entry))).collect();
-            merged.extend(
-                old.filter(|key| !self.newest.contains_key(*key))
-                    .map(|key| (key, None)),
-            );
-            merged.sort_by(|left, right| left.0.cmp(right.0));
-            if reverse {
-                merged.reverse();
-            }
-            Box::new(merged.into_iter())
+            Box::new(old_keys)
         };
-        for (key, entry) in keys.by_ref() {
-            if let Some(visible) = self.visible(key.as_slice(), entry, at) {
-                out.push((Key::from(key.as_slice()), visible));
-                if out.len() == limit {
+        let mut pending_old = old_only.next();
+        let comes_first = |old: &[u8], newest: &[u8]| {
+            if reverse {
+                old > newest
+            } else {
+                old < newest
+            }
+        };
+        let emit = |key: &[u8], newest: Option<Entry>, out: &mut Vec<(Key, Entry)>| {
+            if let Some(visible) = self.visible(key, newest, at) {
+                out.push((key.into(), visible));
+            }
+            if out.len() == limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let flow = {
+            let mut flow = ControlFlow::Continue(());
+            self.newest
+                .visit_range(lower, upper, reverse, |key, entry| {
+                    while let Some(old) = pending_old.filter(|old| comes_first(old, key)) {
+                        flow = emit(old, None, &mut out);
+                        pending_old = old_only.next();
+                        if flow.is_break() {
+                            return flow;
+                        }
+                    }
+                    if pending_old.is_some_and(|old| &**old == key) {
+                        pending_old = old_only.next();
+                    }
+                    flow = emit(key, Some(entry), &mut out);
+                    flow
+                });
+            flow
+        };
+        if flow.is_continue() {
+            while let Some(old) = pending_old {
+                if emit(old, None, &mut out).is_break() {
                     break;
                 }
+                pending_old = old_only.next();
             }
         }
         out
@@ -402,22 +345,10 @@ mod tests {
         let freed = index.remove_prefix(b"a", 4, 0);
         assert_eq!(freed, vec![entry(1)]);
         assert!(index.get(b"a2").is_some() && index.get(b"b1").is_some());
-        // Two inline keys: node slots only, no heap bytes.
-        let slots_only = index.estimated_dram_bytes();
-        assert!(slots_only > 0);
-        let long_key = [b'k'; 100];
-        index.put(&long_key, entry(9), 0);
-        let with_long = index.estimated_dram_bytes();
-        assert!(
-            with_long >= slots_only * 3 / 2 + 100,
-            "{slots_only} -> {with_long}"
-        );
-        index.remove(&long_key, 10, 0);
-        assert_eq!(index.estimated_dram_bytes(), slots_only);
     }
 
     #[test]
-    fn inline_and_heap_keys_order_like_their_bytes() {
+    fn short_and_long_keys_order_like_their_bytes() {
         let mut index = KvsIndex::default();
         let keys: Vec<Vec<u8>> = vec![
             vec![],

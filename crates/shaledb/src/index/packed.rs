@@ -1,0 +1,781 @@
+//! The ordered map from each key to its newest entry, packed for DRAM.
+//!
+//! Keys sit in sorted leaves of a few KiB. A leaf is found by its fence (the smallest key it may
+//! hold) in a small B-tree of leaves; inside, each entry is the part of its key after the prefix
+//! every key of the leaf shares, then its location and seqno as varints, and a binary search
+//! over the entries' start offsets finds a key. For 23-byte YCSB keys this takes about 30 bytes
+//! per key where a `BTreeMap` slot took 75 (ARCHITECTURE.md, "Index").
+
+use super::Entry;
+use crate::log::Location;
+use crate::segment::SegmentId;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::ops::{Bound, ControlFlow};
+
+/// A leaf grown past this many bytes splits in two; merged leaves stay below half of it.
+const LEAF_BYTES_MAX: usize = 4096;
+/// A leaf shrunk below this many bytes merges with a neighbour when both fit in half a leaf.
+const LEAF_BYTES_LOW: usize = LEAF_BYTES_MAX / 4;
+/// An entry's location and seqno as varints: 5 + 5 + 5 + 10 bytes at most.
+const ENTRY_VALUE_BYTES_MAX: usize = 25;
+/// Allocator bookkeeping per heap allocation, for the DRAM estimate.
+const ALLOCATION_OVERHEAD_BYTES: usize = 16;
+
+// Offsets inside a leaf are u16: a full leaf plus one largest entry must fit.
+const _: () = assert!(
+    LEAF_BYTES_MAX + 3 + crate::limits::KEY_BYTES_MAX + ENTRY_VALUE_BYTES_MAX <= u16::MAX as usize
+);
+
+#[derive(Default)]
+pub struct PackedMap {
+    /// Leaves by fence: a key lives in the leaf with the greatest fence not above it. The first
+    /// leaf's fence is empty (below every key) and that leaf is never removed.
+    leaves: BTreeMap<Fence, Leaf>,
+    len: usize,
+}
+
+/// A leaf's fence: inline when short, so the search for a leaf compares bytes inside the B-tree
+/// node it visits instead of following a pointer per comparison.
+#[derive(Clone)]
+enum Fence {
+    Inline {
+        len: u8,
+        bytes: [u8; FENCE_INLINE_BYTES],
+    },
+    Heap(Box<[u8]>),
+}
+
+/// Fences up to this long live inside the B-tree nodes (YCSB's 23-byte keys among them).
+const FENCE_INLINE_BYTES: usize = 30;
+
+impl Fence {
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Fence::Inline { .. } => 0,
+            Fence::Heap(bytes) => bytes.len() + ALLOCATION_OVERHEAD_BYTES,
+        }
+    }
+}
+
+impl From<&[u8]> for Fence {
+    fn from(key: &[u8]) -> Self {
+        if key.len() <= FENCE_INLINE_BYTES {
+            let mut bytes = [0; FENCE_INLINE_BYTES];
+            bytes[..key.len()].copy_from_slice(key);
+            Fence::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            Fence::Heap(key.into())
+        }
+    }
+}
+
+impl std::ops::Deref for Fence {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Fence::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Fence::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Fence {
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
+// Ordered and compared exactly like the bytes, as `Borrow` requires.
+impl Ord for Fence {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (**self).cmp(&**other)
+    }
+}
+
+impl PartialOrd for Fence {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Fence {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Fence {}
+
+#[derive(Default)]
+struct Leaf {
+    /// How many leading bytes of the fence every key in this leaf starts with: the common prefix
+    /// of this fence and the next one (a key between two fences starts with what they share).
+    prefix_len: u16,
+    /// The entries in key order, each: suffix length (varint), key suffix, segment, offset,
+    /// length, seqno (varints).
+    bytes: Vec<u8>,
+    /// Each entry's place in `bytes` and the first bytes of its suffix, in key order: a search
+    /// compares the hints in this dense array and reads `bytes` only to break ties.
+    slots: Vec<Slot>,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    start: u16,
+    /// The suffix's first two bytes, big-endian, zero-padded: ordered like the suffixes except
+    /// where equal.
+    hint: u16,
+}
+
+fn hint_of(suffix: &[u8]) -> u16 {
+    let byte = |at: usize| suffix.get(at).copied().unwrap_or(0);
+    u16::from_be_bytes([byte(0), byte(1)])
+}
+
+impl PackedMap {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        let (_, leaf) = self.leaf_for(key)?;
+        let suffix = &key[usize::from(leaf.prefix_len)..];
+        let at = leaf.search(suffix).ok()?;
+        Some(leaf.entry(at))
+    }
+
+    /// Makes `entry` the one of `key`; returns the one it replaced.
+    pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        let fence = self.fence_for(key);
+        let leaf = self.leaves.get_mut(&fence).expect("the fence's leaf");
+        let suffix = &key[usize::from(leaf.prefix_len)..];
+        let replaced = match leaf.search(suffix) {
+            Ok(at) => {
+                let old = leaf.entry(at);
+                leaf.replace(at, entry);
+                Some(old)
+            }
+            Err(at) => {
+                leaf.insert(at, suffix, entry);
+                self.len += 1;
+                None
+            }
+        };
+        if leaf.is_oversized() {
+            self.split(&fence);
+        }
+        replaced
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let fence = self.fence_for(key);
+        let leaf = self.leaves.get_mut(&fence).expect("the fence's leaf");
+        let at = leaf.search(&key[usize::from(leaf.prefix_len)..]).ok()?;
+        let removed = leaf.entry(at);
+        leaf.remove(at);
+        self.len -= 1;
+        if leaf.bytes.len() < LEAF_BYTES_LOW {
+            self.merge_small(&fence);
+        }
+        Some(removed)
+    }
+
+    /// Calls `visit` with each key in `lower..upper` and its entry, in key order (descending
+    /// when `reverse`), until it breaks.
+    pub fn visit_range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        mut visit: impl FnMut(&[u8], Entry) -> ControlFlow<()>,
+    ) {
+        let below_upper = |key: &[u8]| match upper {
+            Bound::Included(upper) => key <= upper,
+            Bound::Excluded(upper) => key < upper,
+            Bound::Unbounded => true,
+        };
+        let above_lower = |key: &[u8]| match lower {
+            Bound::Included(lower) => key >= lower,
+            Bound::Excluded(lower) => key > lower,
+            Bound::Unbounded => true,
+        };
+        let mut key = Vec::new();
+        if reverse {
+            let start = match upper {
+                Bound::Included(bound) | Bound::Excluded(bound) => self.fence_of(bound),
+                Bound::Unbounded => None,
+            };
+            let leaves = match start {
+                Some(fence) => self
+                    .leaves
+                    .range::<[u8], _>((Bound::Unbounded, Bound::Included(fence))),
+                None => self.leaves.range::<[u8], _>(..),
+            };
+            for (fence, leaf) in leaves.rev() {
+                for at in (0..leaf.slots.len()).rev() {
+                    leaf.key_into(fence, at, &mut key);
+                    if !below_upper(&key) {
+                        continue;
+                    }
+                    if !above_lower(&key) || visit(&key, leaf.entry(at)).is_break() {
+                        return;
+                    }
+                }
+            }
+        } else {
+            let start = match lower {
+                Bound::Included(bound) | Bound::Excluded(bound) => self.fence_of(bound),
+                Bound::Unbounded => None,
+            };
+            let leaves = match start {
+                Some(fence) => self
+                    .leaves
+                    .range::<[u8], _>((Bound::Included(fence), Bound::Unbounded)),
+                None => self.leaves.range::<[u8], _>(..),
+            };
+            for (fence, leaf) in leaves {
+                for at in 0..leaf.slots.len() {
+                    leaf.key_into(fence, at, &mut key);
+                    if !above_lower(&key) {
+                        continue;
+                    }
+                    if !below_upper(&key) || visit(&key, leaf.entry(at)).is_break() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Estimated DRAM this map holds: every leaf's buffers as allocated, its fence, and its slot
+    /// in the B-tree of leaves at about 75% node fill.
+    pub fn estimated_dram_bytes(&self) -> u64 {
+        let slot_bytes = std::mem::size_of::<Fence>() + std::mem::size_of::<Leaf>();
+        let leaf_bytes: usize = self
+            .leaves
+            .iter()
+            .map(|(fence, leaf)| {
+                leaf.bytes.capacity()
+                    + leaf.slots.capacity() * std::mem::size_of::<Slot>()
+                    + fence.heap_bytes()
+                    + 2 * ALLOCATION_OVERHEAD_BYTES
+                    + slot_bytes * 4 / 3
+            })
+            .sum();
+        leaf_bytes as u64
+    }
+
+    fn leaf_for(&self, key: &[u8]) -> Option<(&[u8], &Leaf)> {
+        self.leaves
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .map(|(fence, leaf)| (&**fence, leaf))
+    }
+
+    /// The fence of the leaf `key` belongs in, if there is any leaf.
+    fn fence_of(&self, key: &[u8]) -> Option<&[u8]> {
+        self.leaf_for(key).map(|(fence, _)| fence)
+    }
+
+    /// The fence of the leaf `key` belongs in, creating the first leaf if there is none.
+    fn fence_for(&mut self, key: &[u8]) -> Fence {
+        if self.leaves.is_empty() {
+            self.leaves.insert(Fence::from(&[][..]), Leaf::default());
+        }
+        self.fence_of(key)
+            .expect("the first leaf holds every key")
+            .into()
+    }
+
+    fn next_fence(&self, fence: &[u8]) -> Option<&[u8]> {
+        self.leaves
+            .range::<[u8], _>((Bound::Excluded(fence), Bound::Unbounded))
+            .next()
+            .map(|(fence, _)| &**fence)
+    }
+
+    fn previous_fence(&self, fence: &[u8]) -> Option<&[u8]> {
+        self.leaves
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(fence)))
+            .next_back()
+            .map(|(fence, _)| &**fence)
+    }
+
+    /// Splits the leaf at `fence` in two halves by bytes, and those again while too big (a
+    /// merge that shortened the prefix can leave a leaf more than one split over).
+    fn split(&mut self, fence: &[u8]) {
+        let leaf = &self.leaves[fence];
+        let half = leaf.bytes.len() / 2;
+        let middle = leaf
+            .slots
+            .partition_point(|slot| usize::from(slot.start) < half)
+            .clamp(1, leaf.slots.len() - 1);
+        let entries = leaf.decode(fence);
+        let right_fence = Fence::from(entries[middle].0.as_slice());
+        let right_prefix = self
+            .next_fence(fence)
+            .map_or(0, |next| common_prefix_len(&right_fence, next));
+        let left_prefix = common_prefix_len(fence, &right_fence);
+        let left = Leaf::build(left_prefix, &entries[..middle]);
+        let right = Leaf::build(right_prefix, &entries[middle..]);
+        let (left_over, right_over) = (left.is_oversized(), right.is_oversized());
+        self.leaves.insert(fence.into(), left);
+        self.leaves.insert(right_fence.clone(), right);
+        if left_over {
+            self.split(fence);
+        }
+        if right_over {
+            self.split(&right_fence);
+        }
+    }
+
+    /// Merges the leaf at `fence`, grown small, with a neighbour when both fit in half a leaf;
+    /// an empty leaf always goes (except the first).
+    fn merge_small(&mut self, fence: &[u8]) {
+        let size = self.leaves[fence].bytes.len();
+        let fits = |other: &Leaf| size + other.bytes.len() <= LEAF_BYTES_MAX / 2;
+        if let Some(next) = self.next_fence(fence) {
+            if fits(&self.leaves[next]) || size == 0 {
+                let next = Fence::from(next);
+                return self.merge(fence, &next);
+            }
+        }
+        if let Some(previous) = self.previous_fence(fence) {
+            if fits(&self.leaves[previous]) || size == 0 {
+                let previous = Fence::from(previous);
+                self.merge(&previous, fence);
+            }
+        }
+    }
+
+    /// Moves every entry of the leaf at `right` into the one at `left`, its predecessor.
+    fn merge(&mut self, left: &[u8], right: &[u8]) {
+        let mut entries = self.leaves[left].decode(left);
+        let right_leaf = self.leaves.remove(right).expect("the right leaf");
+        entries.extend(right_leaf.decode(right));
+        let prefix = self
+            .next_fence(left)
+            .map_or(0, |next| common_prefix_len(left, next));
+        let merged = Leaf::build(prefix, &entries);
+        let oversized = merged.is_oversized();
+        self.leaves.insert(left.into(), merged);
+        if oversized {
+            self.split(left);
+        }
+    }
+}
+
+impl Leaf {
+    /// Builds a leaf whose keys all start with their first `prefix_len` bytes.
+    fn build(prefix_len: usize, entries: &[(Vec<u8>, Entry)]) -> Leaf {
+        let mut leaf = Leaf {
+            prefix_len: prefix_len as u16,
+            bytes: Vec::new(),
+            slots: Vec::with_capacity(entries.len()),
+        };
+        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
+        for (key, entry) in entries {
+            let suffix = &key[prefix_len..];
+            let value_len = encode_entry(*entry, &mut value);
+            leaf.slots.push(Slot {
+                start: leaf.bytes.len() as u16,
+                hint: hint_of(suffix),
+            });
+            put_varint(&mut leaf.bytes, suffix.len() as u64);
+            leaf.bytes.extend_from_slice(suffix);
+            leaf.bytes.extend_from_slice(&value[..value_len]);
+        }
+        leaf.bytes.shrink_to_fit();
+        leaf
+    }
+
+    fn is_oversized(&self) -> bool {
+        self.bytes.len() > LEAF_BYTES_MAX
+    }
+
+    fn decode(&self, fence: &[u8]) -> Vec<(Vec<u8>, Entry)> {
+        (0..self.slots.len())
+            .map(|at| {
+                let mut key = Vec::new();
+                self.key_into(fence, at, &mut key);
+                (key, self.entry(at))
+            })
+            .collect()
+    }
+
+    /// The entry at position `at`: its suffix and where its value starts.
+    fn suffix(&self, at: usize) -> (&[u8], usize) {
+        let start = usize::from(self.slots[at].start);
+        let (len, len_bytes) = get_varint(&self.bytes[start..]);
+        let suffix_start = start + len_bytes;
+        let suffix_end = suffix_start + len as usize;
+        (&self.bytes[suffix_start..suffix_end], suffix_end)
+    }
+
+    fn entry(&self, at: usize) -> Entry {
+        let (_, value_start) = self.suffix(at);
+        decode_entry(&self.bytes[value_start..])
+    }
+
+    fn key_into(&self, fence: &[u8], at: usize, key: &mut Vec<u8>) {
+        key.clear();
+        key.extend_from_slice(&fence[..usize::from(self.prefix_len)]);
+        key.extend_from_slice(self.suffix(at).0);
+    }
+
+    fn end(&self, at: usize) -> usize {
+        self.slots
+            .get(at + 1)
+            .map_or(self.bytes.len(), |slot| usize::from(slot.start))
+    }
+
+    fn search(&self, suffix: &[u8]) -> Result<usize, usize> {
+        let hint = hint_of(suffix);
+        let (mut low, mut high) = (0, self.slots.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let ordering = self.slots[middle]
+                .hint
+                .cmp(&hint)
+                .then_with(|| self.suffix(middle).0.cmp(suffix));
+            match ordering {
+                Ordering::Less => low = middle + 1,
+                Ordering::Greater => high = middle,
+                Ordering::Equal => return Ok(middle),
+            }
+        }
+        Err(low)
+    }
+
+    /// Puts a new entry for `suffix` at position `at`.
+    fn insert(&mut self, at: usize, suffix: &[u8], entry: Entry) {
+        let mut head = [0; 3];
+        let head_len = varint_into(suffix.len() as u64, &mut head);
+        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
+        let value_len = encode_entry(entry, &mut value);
+        let start = self
+            .slots
+            .get(at)
+            .map_or(self.bytes.len(), |slot| usize::from(slot.start));
+        reserve_gently(&mut self.slots, 1);
+        self.slots.insert(
+            at,
+            Slot {
+                start: start as u16,
+                hint: hint_of(suffix),
+            },
+        );
+        let parts = [&head[..head_len], suffix, &value[..value_len]];
+        self.splice(at + 1, start, 0, &parts);
+    }
+
+    /// Writes `entry` over the location and seqno of the entry at position `at`.
+    fn replace(&mut self, at: usize, entry: Entry) {
+        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
+        let value_len = encode_entry(entry, &mut value);
+        let (_, value_start) = self.suffix(at);
+        let old_len = self.end(at) - value_start;
+        self.splice(at + 1, value_start, old_len, &[&value[..value_len]]);
+    }
+
+    fn remove(&mut self, at: usize) {
+        let start = usize::from(self.slots[at].start);
+        let len = self.end(at) - start;
+        self.slots.remove(at);
+        self.splice(at, start, len, &[]);
+        shrink_gently(&mut self.bytes);
+        shrink_gently(&mut self.slots);
+    }
+
+    /// Replaces `old_len` bytes at `start` with `parts`, and moves the starts of the entries
+    /// from position `moved` on by the change in length.
+    fn splice(&mut self, moved: usize, start: usize, old_len: usize, parts: &[&[u8]]) {
+        let new_len: usize = parts.iter().map(|part| part.len()).sum();
+        let delta = new_len as isize - old_len as isize;
+        if delta != 0 {
+            self.resize_gap(start + old_len, delta);
+            for later in &mut self.slots[moved..] {
+                later.start = (later.start as isize + delta) as u16;
+            }
+        }
+        let mut out = start;
+        for part in parts {
+            self.bytes[out..out + part.len()].copy_from_slice(part);
+            out += part.len();
+        }
+    }
+
+    /// Grows or shrinks `bytes` by `delta` at `at`, moving what follows.
+    fn resize_gap(&mut self, at: usize, delta: isize) {
+        let old_len = self.bytes.len();
+        if delta > 0 {
+            let grow = delta as usize;
+            reserve_gently(&mut self.bytes, grow);
+            self.bytes.resize(old_len + grow, 0);
+            self.bytes.copy_within(at..old_len, at + grow);
+        } else if delta < 0 {
+            let shrink = delta.unsigned_abs();
+            self.bytes.copy_within(at..old_len, at - shrink);
+            self.bytes.truncate(old_len - shrink);
+        }
+    }
+}
+
+/// Reserves room for `additional` more items with an eighth of slack, not the doubling `Vec`
+/// does by itself: leaves grow one entry at a time and their spare capacity is DRAM per key.
+fn reserve_gently<T>(vec: &mut Vec<T>, additional: usize) {
+    if vec.capacity() - vec.len() < additional {
+        vec.reserve_exact(additional + vec.len() / 8);
+    }
+}
+
+/// Gives back spare capacity once it is most of the allocation, keeping an eighth of slack.
+fn shrink_gently<T>(vec: &mut Vec<T>) {
+    if vec.capacity() > 2 * vec.len() + 16 {
+        vec.shrink_to(vec.len() + vec.len() / 8);
+    }
+}
+
+fn common_prefix_len(left: &[u8], right: &[u8]) -> usize {
+    left.iter()
+        .zip(right)
+        .take_while(|(left, right)| left == right)
+        .count()
+}
+
+fn encode_entry(entry: Entry, out: &mut [u8]) -> usize {
+    let Location {
+        segment,
+        offset,
+        len,
+    } = entry.location;
+    let mut at = varint_into(u64::from(segment.0), out);
+    at += varint_into(u64::from(offset), &mut out[at..]);
+    at += varint_into(u64::from(len), &mut out[at..]);
+    at + varint_into(entry.seqno, &mut out[at..])
+}
+
+fn decode_entry(bytes: &[u8]) -> Entry {
+    let (segment, mut at) = get_varint(bytes);
+    let (offset, used) = get_varint(&bytes[at..]);
+    at += used;
+    let (len, used) = get_varint(&bytes[at..]);
+    at += used;
+    let (seqno, _) = get_varint(&bytes[at..]);
+    Entry {
+        location: Location {
+            segment: SegmentId(segment as u32),
+            offset: offset as u32,
+            len: len as u32,
+        },
+        seqno,
+    }
+}
+
+/// LEB128: seven bits per byte, low first, the high bit set on every byte but the last.
+fn varint_into(mut value: u64, out: &mut [u8]) -> usize {
+    let mut at = 0;
+    while value >= 0x80 {
+        out[at] = value as u8 | 0x80;
+        value >>= 7;
+        at += 1;
+    }
+    out[at] = value as u8;
+    at + 1
+}
+
+fn put_varint(out: &mut Vec<u8>, value: u64) {
+    let mut buffer = [0; 10];
+    let len = varint_into(value, &mut buffer);
+    out.extend_from_slice(&buffer[..len]);
+}
+
+fn get_varint(bytes: &[u8]) -> (u64, usize) {
+    let mut value = 0u64;
+    for (at, byte) in bytes.iter().enumerate() {
+        value |= u64::from(byte & 0x7f) << (7 * at);
+        if byte & 0x80 == 0 {
+            return (value, at + 1);
+        }
+    }
+    unreachable!("a leaf's varints are written whole")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    /// Counts the heap bytes each thread holds, so a test can weigh what it builds.
+    struct HeapMeter;
+
+    thread_local! {
+        static HELD_BYTES: Cell<isize> = const { Cell::new(0) };
+    }
+
+    // SAFETY: every call forwards to `System` with the same arguments, so `System`'s guarantees
+    // hold; the counter is a const-initialized thread-local `Cell`, which never allocates.
+    unsafe impl GlobalAlloc for HeapMeter {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            HELD_BYTES.with(|held| held.set(held.get() + layout.size() as isize));
+            // SAFETY: the caller upholds `alloc`'s contract, which `System.alloc` shares.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+            HELD_BYTES.with(|held| held.set(held.get() - layout.size() as isize));
+            // SAFETY: `pointer` came from `alloc` above, i.e. from `System`, with `layout`.
+            unsafe { System.dealloc(pointer, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static METER: HeapMeter = HeapMeter;
+
+    fn held_bytes() -> isize {
+        HELD_BYTES.with(Cell::get)
+    }
+
+    fn entry(n: u64) -> Entry {
+        Entry {
+            location: Location {
+                segment: SegmentId((n % 5000) as u32),
+                offset: (n.wrapping_mul(1129) % (1 << 26)) as u32,
+                len: 1100 + (n % 300) as u32,
+            },
+            seqno: n + 1,
+        }
+    }
+
+    /// YCSB's key for record `n`: "user" and a hash of `n` (FNV-1a 64), 23 bytes.
+    fn ycsb_key(n: u64) -> Vec<u8> {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in n.to_le_bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+        }
+        format!("user{:019}", hash % 10_000_000_000_000_000_000).into_bytes()
+    }
+
+    #[test]
+    fn ycsb_keys_take_at_most_40_bytes_each_and_the_estimate_says_so() {
+        const KEYS: u64 = 200_000;
+        let before = held_bytes();
+        let mut map = PackedMap::default();
+        for n in 0..KEYS {
+            map.insert(&ycsb_key(n), entry(n));
+        }
+        let held = (held_bytes() - before) as f64 / KEYS as f64;
+        let estimated = map.estimated_dram_bytes() as f64 / KEYS as f64;
+        assert_eq!(map.len(), KEYS as usize);
+        assert!(held <= 40.0, "{held:.1} heap bytes per key");
+        // The estimate adds allocator overhead and B-tree slack the meter cannot see.
+        assert!(
+            estimated >= held && estimated <= held * 1.15,
+            "estimated {estimated:.1} vs held {held:.1} bytes per key"
+        );
+        for n in (0..KEYS).step_by(997) {
+            assert_eq!(map.get(&ycsb_key(n)), Some(entry(n)));
+        }
+        // Deleting everything gives the leaves back.
+        for n in 0..KEYS {
+            assert_eq!(map.remove(&ycsb_key(n)), Some(entry(n)));
+        }
+        assert_eq!(map.len(), 0);
+        assert!(map.leaves.len() <= 1 && map.estimated_dram_bytes() < 1024);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(Vec<u8>, u64),
+        Remove(Vec<u8>),
+        Range(Vec<u8>, Vec<u8>, bool, bool),
+    }
+
+    /// Keys over a small alphabet, so they share prefixes and collide, some of them long.
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            8 => proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0u8), Just(0xff)], 1..12),
+            1 => (0usize..4, 100usize..1024).prop_map(|(byte, len)| vec![b"ab\0\xff"[byte]; len]),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (key(), any::<u64>()).prop_map(|(key, n)| Op::Insert(key, n >> 1)),
+            3 => key().prop_map(Op::Remove),
+            1 => (key(), key(), any::<bool>(), any::<bool>())
+                .prop_map(|(low, high, inclusive, reverse)| Op::Range(low, high, inclusive, reverse)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// The packed map answers like a `BTreeMap` through splits, merges and prefix changes.
+        #[test]
+        fn behaves_like_an_ordered_map(ops in proptest::collection::vec(op(), 1..1500)) {
+            let mut map = PackedMap::default();
+            let mut model: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Insert(key, n) => {
+                        prop_assert_eq!(map.insert(&key, entry(n)), model.insert(key, entry(n)));
+                    }
+                    Op::Remove(key) => {
+                        prop_assert_eq!(map.remove(&key), model.remove(&key));
+                    }
+                    Op::Range(low, high, inclusive, reverse) => {
+                        let upper = if inclusive {
+                            Bound::Included(high.as_slice())
+                        } else {
+                            Bound::Excluded(high.as_slice())
+                        };
+                        let lower = Bound::Excluded(low.as_slice());
+                        let mut seen = Vec::new();
+                        map.visit_range(lower, upper, reverse, |key, entry| {
+                            seen.push((key.to_vec(), entry));
+                            ControlFlow::Continue(())
+                        });
+                        let mut expected: Vec<(Vec<u8>, Entry)> = if low < high {
+                            model
+                                .range::<[u8], _>((lower, upper))
+                                .map(|(key, entry)| (key.clone(), *entry))
+                                .collect()
+                        } else {
+                            Vec::new()
+                        };
+                        if reverse {
+                            expected.reverse();
+                        }
+                        prop_assert_eq!(seen, expected);
+                    }
+                }
+                prop_assert_eq!(map.len(), model.len());
+            }
+            let mut all = Vec::new();
+            map.visit_range(Bound::Unbounded, Bound::Unbounded, false, |key, entry| {
+                all.push((key.to_vec(), entry));
+                ControlFlow::Continue(())
+            });
+            let expected: Vec<(Vec<u8>, Entry)> =
+                model.iter().map(|(key, entry)| (key.clone(), *entry)).collect();
+            prop_assert_eq!(all, expected);
+            for (key, entry) in &model {
+                prop_assert_eq!(map.get(key), Some(*entry));
+            }
+            for (fence, leaf) in &map.leaves {
+                prop_assert!(leaf.bytes.len() <= LEAF_BYTES_MAX);
+                let next = map.next_fence(fence);
+                let shared = next.map_or(0, |next| common_prefix_len(fence, next));
+                prop_assert_eq!(usize::from(leaf.prefix_len), shared);
+            }
+        }
+    }
+}
