@@ -66,7 +66,10 @@ pub struct Options {
     pub checkpoint_interval_bytes: u64,
     /// Run the background cleaner. Default true.
     pub cleaner: bool,
-    /// The cleaner works while live bytes / bytes on media is below this. Default 0.75.
+    /// The cleaner works while live bytes / bytes on media is below this. Default 0.5: media
+    /// may hold up to twice the live data while the device has room (inside the space reserve
+    /// the cleaner works regardless), which halves what cleaning writes against 0.75
+    /// (ARCHITECTURE.md, "Cleaning").
     pub space_target_live_ratio: f64,
     /// Try O_DIRECT on segment files (falls back to buffered I/O where refused). Default true.
     pub direct_io: bool,
@@ -101,7 +104,7 @@ impl Default for Options {
             flush_chunk_bytes: 1 << 20,
             checkpoint_interval_bytes: 512 << 20,
             cleaner: true,
-            space_target_live_ratio: 0.75,
+            space_target_live_ratio: 0.5,
             direct_io: true,
             batch_bytes_max: 16 << 20,
             capacity_dir: None,
