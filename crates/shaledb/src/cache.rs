@@ -45,6 +45,12 @@ impl ValueCache {
         }
     }
 
+    pub fn remove(&self, seqno: u64) {
+        if let Some(cache) = &self.cache {
+            cache.remove(&seqno);
+        }
+    }
+
     pub fn weight_bytes(&self) -> u64 {
         self.cache.as_ref().map_or(0, |cache| cache.weight())
     }
@@ -66,6 +72,17 @@ mod tests {
         }
         assert!(cache.weight_bytes() <= 64 << 10);
         assert!(cache.get(999).is_some() || cache.get(998).is_some());
+    }
+
+    #[test]
+    fn removed_versions_are_gone() {
+        let cache = ValueCache::new(64 << 10);
+        cache.insert(1, Bytes::from_static(b"v1"));
+        cache.insert(2, Bytes::from_static(b"v2"));
+        cache.remove(1);
+        assert_eq!(cache.get(1), None);
+        assert_eq!(cache.get(2), Some(Bytes::from_static(b"v2")));
+        assert!(cache.weight_bytes() < 2 * (2 + ENTRY_OVERHEAD_BYTES));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::index::{Entry, KvsIndex};
 use crate::iter::Iter;
 use crate::limits::{KEY_BYTES_MAX, KVS_COUNT_MAX, KVS_NAME_BYTES_MAX, VALUE_BYTES_MAX};
-use crate::log::{HeadConfig, Location, LogHead};
+use crate::log::{HeadConfig, LogHead};
 use crate::media::MediaClass;
 use crate::options::{Durability, KvsOptions, Options};
 use crate::poison::Poison;
@@ -406,7 +406,7 @@ impl Db {
         self.inner.kvs_by_id.write().remove(&entry.id);
         let mut index = state.index.write();
         state.dropped.store(true, Ordering::Release);
-        index.for_each_version(|_, entry| self.inner.free(entry.location));
+        index.for_each_version(|_, entry| self.inner.free(entry));
         *index = KvsIndex::default();
         Ok(())
     }
@@ -655,11 +655,14 @@ impl Inner {
         all
     }
 
-    /// Subtracts a version that nothing points at any more from its segment's live bytes.
-    pub fn free(&self, location: Location) {
-        if let Some(segment) = self.segments.get(location.segment) {
-            segment.sub_live(u64::from(location.len));
+    /// Forgets a version that nothing points at any more: subtracts it from its segment's live
+    /// bytes and drops its cached value, which no reader can ask for again (left in, a key
+    /// updated often would fill the cache with its dead versions).
+    pub fn free(&self, entry: Entry) {
+        if let Some(segment) = self.segments.get(entry.location.segment) {
+            segment.sub_live(u64::from(entry.location.len));
         }
+        self.cache.remove(entry.seqno);
     }
 
     pub(crate) fn take_snapshot(self: &Arc<Self>) -> Snapshot {
@@ -688,7 +691,7 @@ impl Inner {
             for freed in index.prune_old(|seqno, superseded| {
                 crate::snapshot::needed_by_any(&open, seqno, superseded)
             }) {
-                self.free(freed.location);
+                self.free(freed);
             }
         }
     }
@@ -839,17 +842,17 @@ impl Inner {
             RecordKind::Put => {
                 segment.add_live(u64::from(entry.location.len));
                 if let Some(replaced) = index.put(&op.key, entry, snapshot_max) {
-                    self.free(replaced.location);
+                    self.free(replaced);
                 }
             }
             RecordKind::Tombstone => {
                 if let Some(removed) = index.remove(&op.key, entry.seqno, snapshot_max) {
-                    self.free(removed.location);
+                    self.free(removed);
                 }
             }
             RecordKind::PrefixTombstone => {
                 for removed in index.remove_prefix(&op.key, entry.seqno, snapshot_max) {
-                    self.free(removed.location);
+                    self.free(removed);
                 }
             }
             RecordKind::SnapshotCopy => unreachable!("clients never write snapshot copies"),

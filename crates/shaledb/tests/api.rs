@@ -241,3 +241,31 @@ fn inverted_ranges_and_seeks_past_the_end_yield_nothing() {
     let txn = db.begin().unwrap();
     assert_eq!(txn.range(&kvs, b"c".as_slice()..b"a".as_slice()).count(), 0);
 }
+
+#[test]
+fn the_cache_keeps_only_versions_a_reader_can_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("hot").unwrap();
+    let value = vec![7u8; 1000];
+    for _ in 0..500 {
+        kvs.put(b"hot", &value).unwrap();
+        assert_eq!(kvs.get(b"hot").unwrap().as_deref(), Some(&value[..]));
+    }
+    // One live version; 500 dead ones would be ~0.5 MB of the 1 MiB budget.
+    let cached = db.stats().cache_bytes;
+    assert!(
+        cached < 4 << 10,
+        "{cached} bytes cached for one 1000-byte value"
+    );
+    // A snapshot keeps its version reachable, and readable.
+    let snapshot = db.snapshot().unwrap();
+    kvs.put(b"hot", b"newer").unwrap();
+    assert_eq!(
+        snapshot.get(&kvs, b"hot").unwrap().as_deref(),
+        Some(&value[..])
+    );
+    kvs.delete(b"hot").unwrap();
+    drop(snapshot);
+    assert_eq!(kvs.get(b"hot").unwrap(), None);
+}
