@@ -3,8 +3,9 @@
 //! Keys sit in sorted leaves of a few KiB. A leaf is found by its fence (the smallest key it may
 //! hold) in a small B-tree of leaves; inside, each entry is the part of its key after the prefix
 //! every key of the leaf shares, then its location and seqno as varints, and a binary search
-//! over the entries' start offsets finds a key. For 23-byte YCSB keys this takes about 30 bytes
-//! per key where a `BTreeMap` slot took 75 (ARCHITECTURE.md, "Index").
+//! over a dense array of slots (each entry's offset and first two suffix bytes) finds a key. For
+//! 23-byte YCSB keys this takes about 35 bytes per key where a `BTreeMap` slot took 75
+//! (ARCHITECTURE.md, "Index memory").
 
 use super::Entry;
 use crate::log::Location;
@@ -173,7 +174,7 @@ impl PackedMap {
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let fence = self.fence_for(key);
+        let fence = Fence::from(self.fence_of(key)?);
         let leaf = self.leaves.get_mut(&fence).expect("the fence's leaf");
         let at = leaf.search(&key[usize::from(leaf.prefix_len)..]).ok()?;
         let removed = leaf.entry(at);
@@ -204,49 +205,40 @@ impl PackedMap {
             Bound::Excluded(lower) => key > lower,
             Bound::Unbounded => true,
         };
-        let mut key = Vec::new();
-        if reverse {
-            let start = match upper {
-                Bound::Included(bound) | Bound::Excluded(bound) => self.fence_of(bound),
-                Bound::Unbounded => None,
-            };
-            let leaves = match start {
-                Some(fence) => self
-                    .leaves
-                    .range::<[u8], _>((Bound::Unbounded, Bound::Included(fence))),
-                None => self.leaves.range::<[u8], _>(..),
-            };
-            for (fence, leaf) in leaves.rev() {
-                for at in (0..leaf.slots.len()).rev() {
-                    leaf.key_into(fence, at, &mut key);
-                    if !below_upper(&key) {
-                        continue;
-                    }
-                    if !above_lower(&key) || visit(&key, leaf.entry(at)).is_break() {
-                        return;
-                    }
-                }
-            }
-        } else {
-            let start = match lower {
-                Bound::Included(bound) | Bound::Excluded(bound) => self.fence_of(bound),
-                Bound::Unbounded => None,
-            };
-            let leaves = match start {
-                Some(fence) => self
-                    .leaves
+        // The walk starts in the leaf holding the bound it starts from.
+        let start = match if reverse { upper } else { lower } {
+            Bound::Included(bound) | Bound::Excluded(bound) => self.fence_of(bound),
+            Bound::Unbounded => None,
+        };
+        let leaves: Box<dyn Iterator<Item = (&Fence, &Leaf)>> = match (start, reverse) {
+            (Some(fence), false) => Box::new(
+                self.leaves
                     .range::<[u8], _>((Bound::Included(fence), Bound::Unbounded)),
-                None => self.leaves.range::<[u8], _>(..),
-            };
-            for (fence, leaf) in leaves {
-                for at in 0..leaf.slots.len() {
-                    leaf.key_into(fence, at, &mut key);
-                    if !above_lower(&key) {
-                        continue;
-                    }
-                    if !below_upper(&key) || visit(&key, leaf.entry(at)).is_break() {
-                        return;
-                    }
+            ),
+            (Some(fence), true) => Box::new(
+                self.leaves
+                    .range::<[u8], _>((Bound::Unbounded, Bound::Included(fence)))
+                    .rev(),
+            ),
+            (None, false) => Box::new(self.leaves.iter()),
+            (None, true) => Box::new(self.leaves.iter().rev()),
+        };
+        let mut key = Vec::new();
+        for (fence, leaf) in leaves {
+            let count = leaf.slots.len();
+            for step in 0..count {
+                let at = if reverse { count - 1 - step } else { step };
+                leaf.key_into(fence, at, &mut key);
+                let (started, ended) = if reverse {
+                    (below_upper(&key), !above_lower(&key))
+                } else {
+                    (above_lower(&key), !below_upper(&key))
+                };
+                if !started {
+                    continue;
+                }
+                if ended || visit(&key, leaf.entry(at)).is_break() {
+                    return;
                 }
             }
         }
