@@ -64,6 +64,8 @@ pub(crate) struct Inner {
     pub covered_seqno: AtomicU64,
     /// Client-head LSN when the last checkpoint began.
     pub checkpoint_lsn: AtomicU64,
+    /// Size of the last checkpoint this process wrote (0 before the first): spaces the next.
+    pub checkpoint_last_bytes: AtomicU64,
     pub cache: ValueCache,
     pub snapshots: SnapshotRegistry,
     pub conflicts: ConflictTracker,
@@ -297,6 +299,7 @@ impl Db {
             visible_seqno: AtomicU64::new(visible),
             covered_seqno: AtomicU64::new(recovered.covered_seqno),
             checkpoint_lsn: AtomicU64::new(0),
+            checkpoint_last_bytes: AtomicU64::new(0),
             snapshots: SnapshotRegistry::default(),
             conflicts: ConflictTracker::default(),
             counters,

@@ -62,7 +62,10 @@ pub struct Options {
     pub write_buffer_bytes: usize,
     /// The background flusher writes the buffer once this many bytes are pending. Default 1 MiB.
     pub flush_chunk_bytes: usize,
-    /// Write an index checkpoint after this many bytes of client records. Default 512 MiB.
+    /// Write an index checkpoint after this many bytes of client records, or after eight times
+    /// the last checkpoint's size if that is more (so a large index's checkpoints cost at most
+    /// an eighth of the client writes; replay at open reads at most that much log). Default
+    /// 512 MiB.
     pub checkpoint_interval_bytes: u64,
     /// Run the background cleaner. Default true.
     pub cleaner: bool,

@@ -166,7 +166,14 @@ fn run_maintenance(inner: &Inner, stop: &StopSignal) {
                 - inner
                     .checkpoint_lsn
                     .load(std::sync::atomic::Ordering::Relaxed);
-            if since_checkpoint >= inner.options.checkpoint_interval_bytes {
+            let last_checkpoint_bytes = inner
+                .checkpoint_last_bytes
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if crate::checkpoint::checkpoint_due(
+                since_checkpoint,
+                inner.options.checkpoint_interval_bytes,
+                last_checkpoint_bytes,
+            ) {
                 inner.write_checkpoint()?;
             }
             Ok(())
