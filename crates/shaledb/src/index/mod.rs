@@ -158,14 +158,11 @@ impl KvsIndex {
             location: from,
             seqno,
         };
-        if self.newest.get(key) == Some(wanted) {
-            self.newest.insert(
-                key,
-                Entry {
-                    location: to,
-                    seqno,
-                },
-            );
+        let moved = Entry {
+            location: to,
+            seqno,
+        };
+        if self.newest.replace_if(key, wanted, moved) {
             return true;
         }
         if let Some(versions) = self.old.get_mut(key) {

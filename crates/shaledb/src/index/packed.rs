@@ -152,8 +152,11 @@ impl PackedMap {
 
     /// Makes `entry` the one of `key`; returns the one it replaced.
     pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
-        let fence = self.fence_for(key);
-        let leaf = self.leaves.get_mut(&fence).expect("the fence's leaf");
+        if self.leaves.is_empty() {
+            self.leaves.insert(Fence::from(&[][..]), Leaf::default());
+        }
+        let (fence, leaf) =
+            leaf_containing(&mut self.leaves, key).expect("the first leaf holds every key");
         let suffix = &key[usize::from(leaf.prefix_len)..];
         let replaced = match leaf.search(suffix) {
             Ok(at) => {
@@ -167,20 +170,38 @@ impl PackedMap {
                 None
             }
         };
-        if leaf.is_oversized() {
+        if let Some(fence) = leaf.is_oversized().then(|| fence.clone()) {
             self.split(&fence);
         }
         replaced
     }
 
+    /// Makes `new` the entry of `key` if its entry is `expected` (a compare-and-swap in one
+    /// search); returns whether it did.
+    pub fn replace_if(&mut self, key: &[u8], expected: Entry, new: Entry) -> bool {
+        let Some((fence, leaf)) = leaf_containing(&mut self.leaves, key) else {
+            return false;
+        };
+        let Ok(at) = leaf.search(&key[usize::from(leaf.prefix_len)..]) else {
+            return false;
+        };
+        if leaf.entry(at) != expected {
+            return false;
+        }
+        leaf.replace(at, new);
+        if let Some(fence) = leaf.is_oversized().then(|| fence.clone()) {
+            self.split(&fence);
+        }
+        true
+    }
+
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let fence = Fence::from(self.fence_of(key)?);
-        let leaf = self.leaves.get_mut(&fence).expect("the fence's leaf");
+        let (fence, leaf) = leaf_containing(&mut self.leaves, key)?;
         let at = leaf.search(&key[usize::from(leaf.prefix_len)..]).ok()?;
         let removed = leaf.entry(at);
         leaf.remove(at);
         self.len -= 1;
-        if leaf.bytes.len() < LEAF_BYTES_LOW {
+        if let Some(fence) = (leaf.bytes.len() < LEAF_BYTES_LOW).then(|| fence.clone()) {
             self.merge_small(&fence);
         }
         Some(removed)
@@ -272,16 +293,6 @@ impl PackedMap {
     /// The fence of the leaf `key` belongs in, if there is any leaf.
     fn fence_of(&self, key: &[u8]) -> Option<&[u8]> {
         self.leaf_for(key).map(|(fence, _)| fence)
-    }
-
-    /// The fence of the leaf `key` belongs in, creating the first leaf if there is none.
-    fn fence_for(&mut self, key: &[u8]) -> Fence {
-        if self.leaves.is_empty() {
-            self.leaves.insert(Fence::from(&[][..]), Leaf::default());
-        }
-        self.fence_of(key)
-            .expect("the first leaf holds every key")
-            .into()
     }
 
     fn next_fence(&self, fence: &[u8]) -> Option<&[u8]> {
@@ -518,6 +529,17 @@ impl Leaf {
     }
 }
 
+/// The leaf `key` belongs in, found with one search, borrowing only the leaves (so the map's
+/// other fields stay usable while it is held).
+fn leaf_containing<'a>(
+    leaves: &'a mut BTreeMap<Fence, Leaf>,
+    key: &[u8],
+) -> Option<(&'a Fence, &'a mut Leaf)> {
+    leaves
+        .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+        .next_back()
+}
+
 /// Reserves room for `additional` more items with an eighth of slack, not the doubling `Vec`
 /// does by itself: leaves grow one entry at a time and their spare capacity is DRAM per key.
 fn reserve_gently<T>(vec: &mut Vec<T>, additional: usize) {
@@ -686,6 +708,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Insert(Vec<u8>, u64),
+        /// Compare-and-swap to `entry(n)`, expecting the current entry when `hit`.
+        ReplaceIf(Vec<u8>, u64, bool),
         Remove(Vec<u8>),
         Range(Vec<u8>, Vec<u8>, bool, bool),
     }
@@ -701,6 +725,8 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             6 => (key(), any::<u64>()).prop_map(|(key, n)| Op::Insert(key, n >> 1)),
+            1 => (key(), any::<u64>(), any::<bool>())
+                .prop_map(|(key, n, hit)| Op::ReplaceIf(key, n >> 1, hit)),
             3 => key().prop_map(Op::Remove),
             1 => (key(), key(), any::<bool>(), any::<bool>())
                 .prop_map(|(low, high, inclusive, reverse)| Op::Range(low, high, inclusive, reverse)),
@@ -719,6 +745,18 @@ mod tests {
                 match op {
                     Op::Insert(key, n) => {
                         prop_assert_eq!(map.insert(&key, entry(n)), model.insert(key, entry(n)));
+                    }
+                    Op::ReplaceIf(key, n, hit) => {
+                        let current = model.get(&key).copied();
+                        let expected = match current {
+                            Some(entry) if hit => entry,
+                            _ => entry(n ^ 1),
+                        };
+                        let swapped = map.replace_if(&key, expected, entry(n));
+                        prop_assert_eq!(swapped, current == Some(expected));
+                        if swapped {
+                            model.insert(key, entry(n));
+                        }
                     }
                     Op::Remove(key) => {
                         prop_assert_eq!(map.remove(&key), model.remove(&key));
