@@ -2,7 +2,7 @@
 //! directory, replaced atomically (write a temporary file, fsync, rename, fsync the directory).
 
 use crate::error::{Error, Result};
-use crate::media::sync_dir;
+use crate::media::replace_file_durably;
 use crate::options::KvsOptions;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -77,21 +77,6 @@ impl Catalog {
     }
 }
 
-/// Replaces `dir/name` with `bytes` atomically and durably: writes `dir/name.tmp`, fsyncs it,
-/// renames it over `dir/name`, and fsyncs `dir`.
-pub fn replace_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let temporary = dir.join(format!("{name}.tmp"));
-    let mut file = std::fs::File::create(&temporary)
-        .map_err(|error| Error::io(format!("create {}", temporary.display()), error))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|error| Error::io(format!("write {}", temporary.display()), error))?;
-    std::fs::rename(&temporary, dir.join(name))
-        .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
-    sync_dir(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,7 +102,7 @@ mod tests {
         std::fs::write(dir.path().join(FILE_NAME), b"{not json").unwrap();
         assert_eq!(
             Catalog::load(dir.path()).unwrap_err().kind(),
-            crate::ErrorKind::Corruption
+            crate::error::ErrorKind::Corruption
         );
     }
 }

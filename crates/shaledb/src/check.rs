@@ -6,8 +6,8 @@ use crate::db::Inner;
 use crate::error::Result;
 use crate::index::{Entry, Key};
 use crate::limits::SEGMENT_HEADER_BYTES;
+use crate::media::ReadPurpose;
 use crate::segment::{scan_records, SegmentId};
-use crate::stats::ReadPurpose;
 use std::collections::HashMap;
 
 /// What `check` found.

@@ -16,13 +16,10 @@
 //! after it is replayed. Log data up to the end of the index scan is made durable before the
 //! rename, so no checkpoint entry points at bytes a crash could lose.
 
-use crate::catalog::replace_file_durably;
 use crate::error::{Error, Result};
 use crate::index::{Entry, Key};
-use crate::log::Location;
-use crate::media::MediaClass;
-use crate::segment::{HeadKind, SegmentId};
-use crate::stats::WritePurpose;
+use crate::media::{replace_file_durably, MediaClass, WritePurpose};
+use crate::segment::{HeadKind, Location, SegmentId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;

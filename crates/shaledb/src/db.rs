@@ -3,12 +3,13 @@
 
 use crate::cache::ValueCache;
 use crate::catalog::{Catalog, CatalogEntry, MediaDirs};
+use crate::counters::Counters;
 use crate::error::{Error, Result};
 use crate::index::{Entry, KvsIndex};
 use crate::iter::Iter;
 use crate::limits::{KEY_BYTES_MAX, KVS_COUNT_MAX, KVS_NAME_BYTES_MAX, VALUE_BYTES_MAX};
 use crate::log::{HeadConfig, LogHead};
-use crate::media::MediaClass;
+use crate::media::{MediaClass, ReadPurpose, WritePurpose};
 use crate::options::{Durability, KvsOptions, Options};
 use crate::poison::Poison;
 use crate::record::{self, RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
@@ -16,7 +17,7 @@ use crate::recovery::{self, RecoveryReport};
 use crate::segment::{HeadKind, SegmentMeta, SegmentTable};
 use crate::snapshot::SnapshotRegistry;
 use crate::space::SpaceBudget;
-use crate::stats::{Counters, HeadStats, MediaStats, ReadPurpose, Stats, WritePurpose};
+use crate::stats::{HeadStats, MediaStats, Stats};
 use crate::txn::{ConflictTracker, Transaction, TxnOptions};
 use crate::worker::Workers;
 use bytes::Bytes;
@@ -467,7 +468,8 @@ impl Db {
                 body(&mut transaction).and_then(|value| transaction.commit().map(|()| value));
             match outcome {
                 Err(error)
-                    if error.kind() == crate::ErrorKind::Conflict && attempt < attempts_max =>
+                    if error.kind() == crate::error::ErrorKind::Conflict
+                        && attempt < attempts_max =>
                 {
                     attempt += 1
                 }
@@ -496,7 +498,7 @@ impl Db {
 
     /// Verifies every record's CRC on every segment, that every index entry points at a valid
     /// record of its key, and the live-byte counters. See [`crate::CheckReport`].
-    pub fn check(&self) -> Result<crate::CheckReport> {
+    pub fn check(&self) -> Result<crate::check::CheckReport> {
         self.inner.check_open()?;
         crate::check::check(&self.inner)
     }
@@ -1086,7 +1088,7 @@ impl Kvs {
 
     /// Keys in `range`, in order; reverse with `.rev()`. Reads a consistent view taken now.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
-        Iter::new(self.clone(), None, crate::iter::owned_bounds(&range))
+        Iter::new(self.clone(), None, crate::bounds::owned_bounds(&range))
     }
 
     /// Every key starting with `prefix`, in order; reverse with `.rev()`.
@@ -1094,7 +1096,7 @@ impl Kvs {
         Iter::new(
             self.clone(),
             None,
-            crate::iter::prefix_bounds(prefix.as_ref()),
+            crate::bounds::prefix_bounds(prefix.as_ref()),
         )
     }
 
@@ -1201,7 +1203,7 @@ impl Snapshot {
         Iter::new(
             kvs.clone(),
             Some(self.seqno),
-            crate::iter::owned_bounds(&range),
+            crate::bounds::owned_bounds(&range),
         )
     }
 
@@ -1210,7 +1212,7 @@ impl Snapshot {
         Iter::new(
             kvs.clone(),
             Some(self.seqno),
-            crate::iter::prefix_bounds(prefix.as_ref()),
+            crate::bounds::prefix_bounds(prefix.as_ref()),
         )
     }
 }

@@ -10,13 +10,11 @@ use crate::db::Inner;
 use crate::error::Result;
 use crate::index::Liveness;
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::log::{Location, LogHead};
-use crate::media::sync_dir;
-use crate::media::MediaClass;
+use crate::log::LogHead;
+use crate::media::{sync_dir, MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
 use crate::record::{self, RecordKind, RecordRef};
-use crate::segment::{scan_records, HeadKind, SegmentMeta};
-use crate::stats::ReadPurpose;
+use crate::segment::{scan_records, HeadKind, Location, SegmentMeta};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -222,8 +220,9 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Re
     if victim.header.class == MediaClass::Capacity {
         inner.space.note_freed(victim.disk_bytes());
     }
-    std::fs::remove_file(victim.path())
-        .map_err(|error| crate::Error::io(format!("remove {}", victim.path().display()), error))?;
+    std::fs::remove_file(victim.path()).map_err(|error| {
+        crate::error::Error::io(format!("remove {}", victim.path().display()), error)
+    })?;
     sync_dir(
         victim
             .path()

@@ -3,75 +3,17 @@
 //! A cursor reads a consistent view: it holds a snapshot for its whole life. It takes keys from
 //! the index in chunks under a short read lock, so it never blocks writers between items.
 
+use crate::bounds::{above_lower, as_slice_bound, below_upper, OwnedBounds};
 use crate::db::{Kvs, Snapshot};
 use crate::error::Result;
 use crate::index::{Entry, Key};
-use crate::stats::ReadPurpose;
+use crate::media::ReadPurpose;
 use bytes::Bytes;
 use std::collections::VecDeque;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 
 /// Keys fetched from the index per refill.
 const CHUNK_KEYS: usize = 128;
-
-pub(crate) type OwnedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
-
-pub(crate) fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> OwnedBounds {
-    let own = |bound: Bound<&K>| match bound {
-        Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
-        Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    };
-    (own(range.start_bound()), own(range.end_bound()))
-}
-
-/// The range of keys starting with `prefix`.
-pub(crate) fn prefix_bounds(prefix: &[u8]) -> OwnedBounds {
-    let mut successor = prefix.to_vec();
-    while let Some(last) = successor.pop() {
-        if last < u8::MAX {
-            successor.push(last + 1);
-            return (Bound::Included(prefix.to_vec()), Bound::Excluded(successor));
-        }
-    }
-    (Bound::Included(prefix.to_vec()), Bound::Unbounded)
-}
-
-/// Whether `lower..upper` holds no key at all (inverted, or empty between excluded bounds);
-/// `BTreeMap::range` panics on such ranges, so callers check first.
-pub(crate) fn is_empty_range<T: Ord + ?Sized>(lower: Bound<&T>, upper: Bound<&T>) -> bool {
-    match (lower, upper) {
-        (Bound::Included(low), Bound::Included(high)) => low > high,
-        (Bound::Included(low), Bound::Excluded(high))
-        | (Bound::Excluded(low), Bound::Included(high))
-        | (Bound::Excluded(low), Bound::Excluded(high)) => low >= high,
-        _ => false,
-    }
-}
-
-fn as_slice_bound(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match bound {
-        Bound::Included(key) => Bound::Included(key.as_slice()),
-        Bound::Excluded(key) => Bound::Excluded(key.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-fn below_upper(key: &[u8], upper: &Bound<Vec<u8>>) -> bool {
-    match upper {
-        Bound::Included(bound) => key <= bound.as_slice(),
-        Bound::Excluded(bound) => key < bound.as_slice(),
-        Bound::Unbounded => true,
-    }
-}
-
-fn above_lower(key: &[u8], lower: &Bound<Vec<u8>>) -> bool {
-    match lower {
-        Bound::Included(bound) => key >= bound.as_slice(),
-        Bound::Excluded(bound) => key > bound.as_slice(),
-        Bound::Unbounded => true,
-    }
-}
 
 /// An ordered cursor yielding `(key, value)` pairs. Iterate it forward, or backward with
 /// `.rev()` / `next_back()`; both ends may be used on one cursor.
@@ -204,7 +146,7 @@ impl Iter {
         // The cleaner moved the record: look it up again at the same snapshot.
         let at = self.snapshot.as_ref().map(Snapshot::seqno);
         db.get(&self.kvs.state, key, at)?
-            .ok_or_else(|| crate::Error::Io {
+            .ok_or_else(|| crate::error::Error::Io {
                 context: format!("scan of KVS {:?}", self.kvs.state.name),
                 source: std::io::Error::other("a key visible to the scan's snapshot vanished"),
             })
@@ -246,40 +188,5 @@ impl Iterator for Keys {
 impl DoubleEndedIterator for Keys {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.0.step(true).map(|item| item.map(|(key, _)| key))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_and_inverted_ranges_are_recognized() {
-        let (a, b): (&[u8], &[u8]) = (b"a", b"b");
-        assert!(is_empty_range(Bound::Included(b), Bound::Excluded(a)));
-        assert!(is_empty_range(Bound::Excluded(a), Bound::Excluded(a)));
-        assert!(is_empty_range(Bound::Included(a), Bound::Excluded(a)));
-        assert!(!is_empty_range(Bound::Included(a), Bound::Included(a)));
-        assert!(!is_empty_range(Bound::Included(a), Bound::Excluded(b)));
-        assert!(!is_empty_range(Bound::Unbounded, Bound::Excluded(a)));
-    }
-
-    #[test]
-    fn prefix_bounds_handle_high_bytes() {
-        assert_eq!(
-            prefix_bounds(b"ab"),
-            (
-                Bound::Included(b"ab".to_vec()),
-                Bound::Excluded(b"ac".to_vec())
-            )
-        );
-        assert_eq!(
-            prefix_bounds(&[1, 0xff]),
-            (Bound::Included(vec![1, 0xff]), Bound::Excluded(vec![2]))
-        );
-        assert_eq!(
-            prefix_bounds(&[0xff]),
-            (Bound::Included(vec![0xff]), Bound::Unbounded)
-        );
     }
 }

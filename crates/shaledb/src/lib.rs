@@ -20,10 +20,12 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the data flow, on-media format and invariants.
 
+mod bounds;
 mod cache;
 mod catalog;
 mod check;
 mod checkpoint;
+mod counters;
 mod db;
 mod error;
 mod gc;

@@ -14,24 +14,17 @@
 
 use crate::error::{Error, Result};
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::media::{round_down_to_page, sync_dir, AlignedBuf, MediaClass, SegmentFile};
+use crate::media::{
+    round_down_to_page, sync_dir, AlignedBuf, MediaClass, MediaCounters, SegmentFile, WritePurpose,
+};
 use crate::poison::Poison;
 use crate::segment::{
-    segment_file_name, HeadKind, SegmentHeader, SegmentId, SegmentMeta, SegmentTable,
+    segment_file_name, HeadKind, Location, SegmentHeader, SegmentMeta, SegmentTable,
 };
-use crate::stats::{MediaCounters, WritePurpose};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Where a record lives on media.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Location {
-    pub segment: SegmentId,
-    pub offset: u32,
-    pub len: u32,
-}
 
 /// What a head needs from the KVDB around it.
 pub struct HeadConfig {

@@ -8,12 +8,11 @@
 
 use crate::error::{Error, Result};
 use crate::limits::PAGE_BYTES;
-use crate::stats::{MediaCounters, ReadPurpose, WritePurpose};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A class of media. Only `Capacity` is required; `Staging` is the optional fast class.
@@ -39,6 +38,60 @@ impl MediaClass {
             1 => Some(MediaClass::Capacity),
             _ => None,
         }
+    }
+}
+
+/// Why bytes are written to media.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePurpose {
+    Client = 0,
+    Cleaning = 1,
+    Checkpoint = 2,
+}
+
+/// Why bytes are read from media.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPurpose {
+    Get = 0,
+    Scan = 1,
+    Cleaning = 2,
+    /// Recovery, check and headers.
+    Other = 3,
+}
+
+/// Bytes moved to and from one media class, by purpose.
+#[derive(Debug, Default)]
+pub struct MediaCounters {
+    written: [AtomicU64; 3],
+    read: [AtomicU64; 4],
+}
+
+impl MediaCounters {
+    pub fn add_written(&self, purpose: WritePurpose, bytes: u64) {
+        self.written[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn add_read(&self, purpose: ReadPurpose, bytes: u64) {
+        self.read[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn written(&self, purpose: WritePurpose) -> u64 {
+        self.written[purpose as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn read(&self, purpose: ReadPurpose) -> u64 {
+        self.read[purpose as usize].load(Ordering::Relaxed)
+    }
+
+    /// (bytes written, bytes read), all purposes.
+    pub fn snapshot(&self) -> (u64, u64) {
+        let sum = |counters: &[AtomicU64]| {
+            counters
+                .iter()
+                .map(|counter| counter.load(Ordering::Relaxed))
+                .sum()
+        };
+        (sum(&self.written), sum(&self.read))
     }
 }
 
@@ -322,6 +375,21 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|handle| handle.sync_all())
         .map_err(|error| Error::io(format!("fsync directory {}", dir.display()), error))
+}
+
+/// Replaces `dir/name` with `bytes` atomically and durably: writes `dir/name.tmp`, fsyncs it,
+/// renames it over `dir/name`, and fsyncs `dir`.
+pub fn replace_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let temporary = dir.join(format!("{name}.tmp"));
+    let mut file = std::fs::File::create(&temporary)
+        .map_err(|error| Error::io(format!("create {}", temporary.display()), error))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|error| Error::io(format!("write {}", temporary.display()), error))?;
+    std::fs::rename(&temporary, dir.join(name))
+        .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
+    sync_dir(dir)
 }
 
 #[cfg(test)]

@@ -7,16 +7,15 @@
 //! Records that fail their CRC are reported and never applied.
 
 use crate::checkpoint::{self, Checkpoint};
+use crate::counters::Counters;
 use crate::error::{Error, Result};
 use crate::index::{Entry, Key, KvsIndex};
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::log::Location;
-use crate::media::{AlignedBuf, MediaClass, SegmentFile};
+use crate::media::{AlignedBuf, MediaClass, ReadPurpose, SegmentFile};
 use crate::record::{RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{
-    parse_segment_file_name, scan_records, SegmentHeader, SegmentId, SegmentMeta,
+    parse_segment_file_name, scan_records, Location, SegmentHeader, SegmentId, SegmentMeta,
 };
-use crate::stats::{Counters, ReadPurpose};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -126,7 +125,7 @@ pub fn recover(
     let (segments, mut next_segment_id) = open_segments(class_dirs, direct_io, counters)?;
     let checkpoint = match checkpoint::load(checkpoint_dir) {
         Ok(found) => found,
-        Err(error) if error.kind() == crate::ErrorKind::Corruption => {
+        Err(error) if error.kind() == crate::error::ErrorKind::Corruption => {
             tracing::warn!(%error, "ignoring the damaged index checkpoint; rebuilding the index from all segments");
             report.checkpoint_rejected = Some(error.to_string());
             None

@@ -16,9 +16,8 @@
 
 use crate::error::{Error, Result};
 use crate::limits::{PAGE_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
-use crate::media::{round_down_to_page, AlignedBuf, MediaClass, SegmentFile};
+use crate::media::{round_down_to_page, AlignedBuf, MediaClass, ReadPurpose, SegmentFile};
 use crate::record::{self, DecodeError, RecordRef};
-use crate::stats::ReadPurpose;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +33,14 @@ const SCAN_CHUNK_BYTES: usize = 4 << 20;
 /// Identifies a segment; never reused within a KVDB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SegmentId(pub u32);
+
+/// Where a record lives on media.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Location {
+    pub segment: SegmentId,
+    pub offset: u32,
+    pub len: u32,
+}
 
 /// Which log head writes a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,8 +370,8 @@ pub fn scan_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::{MediaCounters, WritePurpose};
     use crate::record::RecordKind;
-    use crate::stats::{MediaCounters, WritePurpose};
 
     fn write_segment(dir: &Path, records: &[(&[u8], &[u8])]) -> (SegmentFile, Vec<u8>) {
         let header = SegmentHeader {

@@ -157,7 +157,7 @@ mod tests {
         );
         assert!(budget(900, 1000, 200).under_pressure());
         let error = budget(995, 1000, 200).admit(10).unwrap_err();
-        assert_eq!(error.kind(), crate::ErrorKind::NoSpace);
+        assert_eq!(error.kind(), crate::error::ErrorKind::NoSpace);
         assert!(error.to_string().contains("does not fit"), "{error}");
     }
 

@@ -13,10 +13,11 @@
 //! which prevents write skew over the keys read; phantoms (keys inserted into a range a cursor
 //! read) are not detected.
 
+use crate::bounds::{owned_bounds, prefix_bounds, OwnedBounds};
 use crate::db::{Inner, Kvs, KvsState, Snapshot};
 use crate::error::{Error, Result};
 use crate::index::Key;
-use crate::iter::{owned_bounds, prefix_bounds, Iter, OwnedBounds};
+use crate::iter::Iter;
 use crate::record::{self, RecordKind};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -257,7 +258,7 @@ impl Transaction {
             Bound::Unbounded => Bound::Excluded((kvs.state.id + 1, Vec::new())),
             bound => as_ref(bound),
         };
-        if crate::iter::is_empty_range(lower.as_ref(), upper.as_ref()) {
+        if crate::bounds::is_empty_range(lower.as_ref(), upper.as_ref()) {
             upper = lower.clone();
         }
         let overlay = self

@@ -97,7 +97,7 @@ impl Workers {
         *self.stop.stopped.lock() = true;
         self.stop.wake.notify_all();
         inner
-            .head_at(crate::MediaClass::Capacity, HeadKind::Client)
+            .head_at(crate::media::MediaClass::Capacity, HeadKind::Client)
             .wake_flusher();
         for handle in self.handles {
             let _ = handle.join();
@@ -111,7 +111,7 @@ fn run_flusher(inner: &Inner, stop: &StopSignal) {
         Durability::Sync | Durability::None => None,
     };
     let mut last_sync = Instant::now();
-    let capacity_client = inner.head_at(crate::MediaClass::Capacity, HeadKind::Client);
+    let capacity_client = inner.head_at(crate::media::MediaClass::Capacity, HeadKind::Client);
     while !stop.is_stopped() {
         let until_sync = interval.map_or(FLUSHER_IDLE, |period| {
             period.saturating_sub(last_sync.elapsed())

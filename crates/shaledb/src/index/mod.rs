@@ -4,7 +4,7 @@
 //! common case (no snapshots) pays nothing for them. A version written at `seqno` and replaced
 //! at `superseded` is visible to a snapshot at `at` when `seqno <= at < superseded`.
 
-use crate::log::Location;
+use crate::segment::Location;
 use packed::PackedMap;
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
@@ -233,7 +233,7 @@ impl KvsIndex {
         reverse: bool,
     ) -> Vec<(Key, Entry)> {
         let mut out = Vec::with_capacity(limit.min(256));
-        if limit == 0 || crate::iter::is_empty_range(lower, upper) {
+        if limit == 0 || crate::bounds::is_empty_range(lower, upper) {
             return out;
         }
         // Keys only kept versions have (deleted since a snapshot) merge in between the newest

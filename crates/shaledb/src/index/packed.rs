@@ -8,8 +8,7 @@
 //! (ARCHITECTURE.md, "Index memory").
 
 use super::Entry;
-use crate::log::Location;
-use crate::segment::SegmentId;
+use crate::segment::{Location, SegmentId};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};

@@ -1,0 +1,98 @@
+//! Key ranges: bounds owned by a cursor, the range of a prefix, and the checks every range
+//! walk shares (emptiness, and whether a key is still inside a bound).
+
+use std::ops::{Bound, RangeBounds};
+
+pub type OwnedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+pub fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> OwnedBounds {
+    let own = |bound: Bound<&K>| match bound {
+        Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
+        Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// The range of keys starting with `prefix`.
+pub fn prefix_bounds(prefix: &[u8]) -> OwnedBounds {
+    let mut successor = prefix.to_vec();
+    while let Some(last) = successor.pop() {
+        if last < u8::MAX {
+            successor.push(last + 1);
+            return (Bound::Included(prefix.to_vec()), Bound::Excluded(successor));
+        }
+    }
+    (Bound::Included(prefix.to_vec()), Bound::Unbounded)
+}
+
+/// Whether `lower..upper` holds no key at all (inverted, or empty between excluded bounds);
+/// `BTreeMap::range` panics on such ranges, so callers check first.
+pub fn is_empty_range<T: Ord + ?Sized>(lower: Bound<&T>, upper: Bound<&T>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(low), Bound::Included(high)) => low > high,
+        (Bound::Included(low), Bound::Excluded(high))
+        | (Bound::Excluded(low), Bound::Included(high))
+        | (Bound::Excluded(low), Bound::Excluded(high)) => low >= high,
+        _ => false,
+    }
+}
+
+pub fn as_slice_bound(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(key) => Bound::Included(key.as_slice()),
+        Bound::Excluded(key) => Bound::Excluded(key.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+pub fn below_upper(key: &[u8], upper: &Bound<Vec<u8>>) -> bool {
+    match upper {
+        Bound::Included(bound) => key <= bound.as_slice(),
+        Bound::Excluded(bound) => key < bound.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+
+pub fn above_lower(key: &[u8], lower: &Bound<Vec<u8>>) -> bool {
+    match lower {
+        Bound::Included(bound) => key >= bound.as_slice(),
+        Bound::Excluded(bound) => key > bound.as_slice(),
+        Bound::Unbounded => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_inverted_ranges_are_recognized() {
+        let (a, b): (&[u8], &[u8]) = (b"a", b"b");
+        assert!(is_empty_range(Bound::Included(b), Bound::Excluded(a)));
+        assert!(is_empty_range(Bound::Excluded(a), Bound::Excluded(a)));
+        assert!(is_empty_range(Bound::Included(a), Bound::Excluded(a)));
+        assert!(!is_empty_range(Bound::Included(a), Bound::Included(a)));
+        assert!(!is_empty_range(Bound::Included(a), Bound::Excluded(b)));
+        assert!(!is_empty_range(Bound::Unbounded, Bound::Excluded(a)));
+    }
+
+    #[test]
+    fn prefix_bounds_handle_high_bytes() {
+        assert_eq!(
+            prefix_bounds(b"ab"),
+            (
+                Bound::Included(b"ab".to_vec()),
+                Bound::Excluded(b"ac".to_vec())
+            )
+        );
+        assert_eq!(
+            prefix_bounds(&[1, 0xff]),
+            (Bound::Included(vec![1, 0xff]), Bound::Excluded(vec![2]))
+        );
+        assert_eq!(
+            prefix_bounds(&[0xff]),
+            (Bound::Included(vec![0xff]), Bound::Unbounded)
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! The engine's live event counters, shared by the read and write paths and the background jobs;
+//! `Db::stats()` copies them into a `Stats`.
+
+use crate::media::{MediaClass, MediaCounters};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A monotonically increasing event counter.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn add(&self, amount: u64) {
+        self.0.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The engine's live counters.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub media: [Arc<MediaCounters>; 2],
+    pub user_bytes_written: Counter,
+    pub gets: Counter,
+    pub get_device_reads: Counter,
+    pub cache_hits: Counter,
+    pub cache_misses: Counter,
+    pub write_buffer_hits: Counter,
+    pub cleaner_segments_cleaned: Counter,
+    pub cleaner_bytes_copied: Counter,
+    pub cleaner_tombstones_dropped: Counter,
+    /// Sum over cleaned segments of their live fraction when picked, in millionths.
+    pub cleaner_live_fraction_micros: Counter,
+    /// Time writers spent slowed down by the space reserve, in microseconds.
+    pub throttled_micros: Counter,
+    pub checkpoints_written: Counter,
+    pub checkpoint_bytes_written: Counter,
+}
+
+impl Counters {
+    pub fn media(&self, class: MediaClass) -> &Arc<MediaCounters> {
+        &self.media[class as usize]
+    }
+}
