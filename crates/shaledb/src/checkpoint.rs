@@ -236,7 +236,7 @@ impl crate::db::Inner {
         // Replay positions, taken with every head locked so no record is half-appended; heads
         // are locked in their fixed order (invariant I4).
         let (covered_seqno, lsn, replay_from) = {
-            let locked: Vec<_> = self.heads.iter().map(|head| head.lock()).collect();
+            let locked = self.heads.lock_all();
             let positions: Vec<(SegmentId, u64)> = self
                 .segments
                 .all()
@@ -275,14 +275,14 @@ impl crate::db::Inner {
         }
         let bytes = encoder.finish();
         // Everything the scan saw must be durable before the checkpoint names it.
-        self.flush_all(true)?;
+        self.heads.flush_all(true)?;
         store(&self.checkpoint_dir, &bytes)?;
         self.counters.checkpoints_written.add(1);
         self.counters
             .checkpoint_bytes_written
             .add(bytes.len() as u64);
         self.counters
-            .media(if self.has_staging() {
+            .media(if self.heads.has_staging() {
                 MediaClass::Staging
             } else {
                 MediaClass::Capacity

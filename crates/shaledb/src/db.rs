@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::index::{Entry, KvsIndex};
 use crate::iter::Iter;
 use crate::limits::{KEY_BYTES_MAX, KVS_COUNT_MAX, KVS_NAME_BYTES_MAX, VALUE_BYTES_MAX};
-use crate::log::{HeadConfig, LogHead};
+use crate::log::{Heads, HeadsConfig};
 use crate::media::{MediaClass, ReadPurpose, WritePurpose};
 use crate::options::{Durability, KvsOptions, Options};
 use crate::poison::Poison;
@@ -55,9 +55,7 @@ pub(crate) struct Inner {
     kvs: RwLock<HashMap<String, Arc<KvsState>>>,
     kvs_by_id: RwLock<HashMap<u32, Arc<KvsState>>>,
     pub segments: Arc<SegmentTable>,
-    /// Log heads: on capacity the client head and the cleaner's young and old tiers; with a
-    /// staging class, its client head and cleaner head too (see `Inner::head_at`).
-    pub heads: Vec<LogHead>,
+    pub heads: Heads,
     pub next_seqno: Arc<AtomicU64>,
     /// Every commit with a seqno up to this one is fully applied to the indexes.
     pub visible_seqno: AtomicU64,
@@ -235,29 +233,19 @@ impl Db {
         }
         let next_seqno = Arc::new(AtomicU64::new(recovered.next_seqno));
         let poison = Arc::new(Poison::default());
-        let head = |class: MediaClass, kind: HeadKind| {
-            LogHead::open(HeadConfig {
-                kind,
-                class,
+        let heads = Heads::open(
+            &HeadsConfig {
                 segment_bytes: options.segment_bytes,
                 write_buffer_bytes: options.write_buffer_bytes,
                 flush_chunk_bytes: options.flush_chunk_bytes,
                 direct_io: options.direct_io,
-                counters: counters.media(class).clone(),
                 segments: segments.clone(),
                 poison: poison.clone(),
                 next_seqno: next_seqno.clone(),
-            })
-        };
-        let mut heads = vec![
-            head(MediaClass::Capacity, HeadKind::Client)?,
-            head(MediaClass::Capacity, HeadKind::CleanerYoung)?,
-            head(MediaClass::Capacity, HeadKind::CleanerOld)?,
-        ];
-        if media.staging_dir.is_some() {
-            heads.push(head(MediaClass::Staging, HeadKind::Client)?);
-            heads.push(head(MediaClass::Staging, HeadKind::CleanerYoung)?);
-        }
+            },
+            media.staging_dir.is_some(),
+            |class| counters.media(class).clone(),
+        )?;
         let mut indexes = recovered.indexes;
         let mut kvs = HashMap::new();
         let mut kvs_by_id = HashMap::new();
@@ -333,7 +321,7 @@ impl Db {
         if let Some(state) = self.inner.kvs.read().get(name) {
             return Ok(self.handle(state.clone()));
         }
-        if options.media_policy.writes_to_staging() && !self.inner.has_staging() {
+        if options.media_policy.writes_to_staging() && !self.inner.heads.has_staging() {
             return Err(Error::InvalidArgument(format!(
                 "KVS {name:?}: media policy {:?} needs a staging class, and this KVDB has none",
                 options.media_policy
@@ -481,7 +469,7 @@ impl Db {
     /// Makes every acknowledged write durable (`fdatasync`).
     pub fn sync(&self) -> Result<()> {
         self.inner.check_open()?;
-        self.inner.flush_all(true)
+        self.inner.heads.flush_all(true)
     }
 
     /// Runs the cleaner now over every segment holding dead data; returns the segments freed.
@@ -530,7 +518,7 @@ impl Db {
         workers.stop(&self.inner);
         let result = (|| {
             self.inner.poison.check()?;
-            self.inner.flush_all(true)?;
+            self.inner.heads.flush_all(true)?;
             self.inner.write_checkpoint()
         })();
         self.inner.closed.store(true, Ordering::Release);
@@ -624,32 +612,6 @@ impl Inner {
         Ok(())
     }
 
-    /// The head writing `kind` segments on `class`. Staging has one cleaner head; both cleaner
-    /// tiers map to it.
-    pub fn head_at(&self, class: MediaClass, kind: HeadKind) -> &LogHead {
-        match (class, kind) {
-            (MediaClass::Capacity, kind) => &self.heads[kind as usize],
-            (MediaClass::Staging, HeadKind::Client) => &self.heads[3],
-            (MediaClass::Staging, _) => &self.heads[4],
-        }
-    }
-
-    pub fn has_staging(&self) -> bool {
-        self.heads.len() > 3
-    }
-
-    /// The client heads: capacity, then staging if present.
-    pub fn client_heads(&self) -> impl Iterator<Item = &LogHead> {
-        self.heads
-            .iter()
-            .filter(|head| head.kind() == HeadKind::Client)
-    }
-
-    /// Writes out (and with `sync`, makes durable) everything every head appended.
-    pub fn flush_all(&self, sync: bool) -> Result<()> {
-        self.heads.iter().try_for_each(|head| head.flush(sync))
-    }
-
     pub fn kvs_by_id(&self, id: u32) -> Option<Arc<KvsState>> {
         self.kvs_by_id.read().get(&id).cloned()
     }
@@ -730,7 +692,7 @@ impl Inner {
             self.counters.throttled_micros.add(delay.as_micros() as u64);
         }
         // Batches go to staging if any KVS they write keeps new data there.
-        let class = if self.has_staging()
+        let class = if self.heads.has_staging()
             && ops
                 .iter()
                 .any(|op| op.kvs.options.media_policy.writes_to_staging())
@@ -739,7 +701,7 @@ impl Inner {
         } else {
             MediaClass::Capacity
         };
-        let head = self.head_at(class, HeadKind::Client);
+        let head = self.heads.at(class, HeadKind::Client);
         let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
         involved.sort_by_key(|kvs| kvs.id);
         involved.dedup_by_key(|kvs| kvs.id);
@@ -908,7 +870,7 @@ impl Inner {
         let Some(segment) = self.segments.get(location.segment) else {
             return Ok(None);
         };
-        let head = self.head_at(segment.header.class, segment.header.head);
+        let head = self.heads.at(segment.header.class, segment.header.head);
         let bytes = match head.read_buffered(&segment, location) {
             Some(bytes) => {
                 self.counters.write_buffer_hits.add(1);

@@ -78,7 +78,7 @@ pub fn clean_step(inner: &Inner) -> Result<bool> {
 /// When the staging class is over its budget, its oldest sealed segment, whose live data the
 /// cleaner then moves down to capacity (whatever the KVSs' policies) instead of refusing writes.
 fn staging_overflow(inner: &Inner) -> Option<Arc<SegmentMeta>> {
-    if !inner.has_staging() {
+    if !inner.heads.has_staging() {
         return None;
     }
     let staging: Vec<Arc<SegmentMeta>> = inner
@@ -101,7 +101,7 @@ fn staging_overflow(inner: &Inner) -> Option<Arc<SegmentMeta>> {
 /// were freed.
 pub fn compact(inner: &Inner) -> Result<u64> {
     let _one_pass = inner.cleaner_lock.lock();
-    for head in &inner.heads {
+    for head in inner.heads.all() {
         head.seal_active()?;
     }
     let mut freed = 0;
@@ -135,14 +135,14 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Re
     // staging_only KVSs while staging is within its budget, and otherwise move down.
     let destination_for = |policy: MediaPolicy| -> &LogHead {
         match victim.header.class {
-            MediaClass::Capacity => inner.head_at(
+            MediaClass::Capacity => inner.heads.at(
                 MediaClass::Capacity,
                 victim.header.head.cleaning_destination(),
             ),
             MediaClass::Staging if policy == MediaPolicy::StagingOnly && !overflow => {
-                inner.head_at(MediaClass::Staging, HeadKind::CleanerYoung)
+                inner.heads.at(MediaClass::Staging, HeadKind::CleanerYoung)
             }
-            MediaClass::Staging => inner.head_at(MediaClass::Capacity, HeadKind::CleanerYoung),
+            MediaClass::Staging => inner.heads.at(MediaClass::Capacity, HeadKind::CleanerYoung),
         }
     };
     let live_fraction_micros = (victim.live_ratio().min(1.0) * 1e6) as u64;
@@ -209,11 +209,7 @@ fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Re
         return Ok(false);
     }
     // The copies must be durable before the originals go.
-    for head in inner
-        .heads
-        .iter()
-        .filter(|head| head.kind() != HeadKind::Client)
-    {
+    for head in inner.heads.cleaners() {
         head.flush(true)?;
     }
     inner.segments.remove(victim.id());

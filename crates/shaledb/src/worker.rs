@@ -97,7 +97,8 @@ impl Workers {
         *self.stop.stopped.lock() = true;
         self.stop.wake.notify_all();
         inner
-            .head_at(crate::media::MediaClass::Capacity, HeadKind::Client)
+            .heads
+            .at(crate::media::MediaClass::Capacity, HeadKind::Client)
             .wake_flusher();
         for handle in self.handles {
             let _ = handle.join();
@@ -111,7 +112,9 @@ fn run_flusher(inner: &Inner, stop: &StopSignal) {
         Durability::Sync | Durability::None => None,
     };
     let mut last_sync = Instant::now();
-    let capacity_client = inner.head_at(crate::media::MediaClass::Capacity, HeadKind::Client);
+    let capacity_client = inner
+        .heads
+        .at(crate::media::MediaClass::Capacity, HeadKind::Client);
     while !stop.is_stopped() {
         let until_sync = interval.map_or(FLUSHER_IDLE, |period| {
             period.saturating_sub(last_sync.elapsed())
@@ -119,13 +122,13 @@ fn run_flusher(inner: &Inner, stop: &StopSignal) {
         // Woken by the capacity head's full chunks; the staging head is polled at FLUSHER_IDLE.
         capacity_client.wait_for_chunk(until_sync.min(FLUSHER_IDLE));
         guarded(inner, "flusher", || {
-            for head in inner.client_heads() {
+            for head in inner.heads.clients() {
                 head.flush_if_chunk_pending()?;
             }
             if let Some(period) = interval {
                 if last_sync.elapsed() >= period {
                     last_sync = Instant::now();
-                    for head in inner.client_heads() {
+                    for head in inner.heads.clients() {
                         if head.has_undurable() {
                             head.flush(true)?;
                         }
@@ -161,7 +164,7 @@ fn run_maintenance(inner: &Inner, stop: &StopSignal) {
                     }
                 }
             }
-            let client_lsn: u64 = inner.client_heads().map(LogHead::appended_lsn).sum();
+            let client_lsn: u64 = inner.heads.clients().map(LogHead::appended_lsn).sum();
             let since_checkpoint = client_lsn
                 - inner
                     .checkpoint_lsn

@@ -1,184 +1,16 @@
-//! Media: classes of devices, aligned buffers, and segment files read and written with direct I/O.
-//!
-//! Every write and scan of a segment file is page-aligned in offset, length and memory address,
-//! and every exact read (a get's one record) aligned to the device's logical block, so the file
-//! can be opened with O_DIRECT and the page cache never acts as a hidden cache.
-//! Where the file system refuses O_DIRECT (tmpfs, some overlay file systems) the file falls back
-//! to buffered I/O with `fdatasync`, and a warning says so once per process.
+//! Segment files: opened with O_DIRECT where the file system allows it, written in whole
+//! pages, read in the fewest aligned blocks that hold a record.
 
+use super::buf::AlignedBuf;
+use super::counters::{MediaCounters, ReadPurpose, WritePurpose};
 use crate::error::{Error, Result};
 use crate::limits::PAGE_BYTES;
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-/// A class of media. Only `Capacity` is required; `Staging` is the optional fast class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MediaClass {
-    Staging = 0,
-    Capacity = 1,
-}
-
-impl MediaClass {
-    pub const ALL: [MediaClass; 2] = [MediaClass::Staging, MediaClass::Capacity];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            MediaClass::Staging => "staging",
-            MediaClass::Capacity => "capacity",
-        }
-    }
-
-    pub(crate) fn from_byte(byte: u8) -> Option<Self> {
-        match byte {
-            0 => Some(MediaClass::Staging),
-            1 => Some(MediaClass::Capacity),
-            _ => None,
-        }
-    }
-}
-
-/// Why bytes are written to media.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WritePurpose {
-    Client = 0,
-    Cleaning = 1,
-    Checkpoint = 2,
-}
-
-/// Why bytes are read from media.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadPurpose {
-    Get = 0,
-    Scan = 1,
-    Cleaning = 2,
-    /// Recovery, check and headers.
-    Other = 3,
-}
-
-/// Bytes moved to and from one media class, by purpose.
-#[derive(Debug, Default)]
-pub struct MediaCounters {
-    written: [AtomicU64; 3],
-    read: [AtomicU64; 4],
-}
-
-impl MediaCounters {
-    pub fn add_written(&self, purpose: WritePurpose, bytes: u64) {
-        self.written[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    pub fn add_read(&self, purpose: ReadPurpose, bytes: u64) {
-        self.read[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    pub fn written(&self, purpose: WritePurpose) -> u64 {
-        self.written[purpose as usize].load(Ordering::Relaxed)
-    }
-
-    pub fn read(&self, purpose: ReadPurpose) -> u64 {
-        self.read[purpose as usize].load(Ordering::Relaxed)
-    }
-
-    /// (bytes written, bytes read), all purposes.
-    pub fn snapshot(&self) -> (u64, u64) {
-        let sum = |counters: &[AtomicU64]| {
-            counters
-                .iter()
-                .map(|counter| counter.load(Ordering::Relaxed))
-                .sum()
-        };
-        (sum(&self.written), sum(&self.read))
-    }
-}
-
-pub fn round_up_to_page(bytes: u64) -> u64 {
-    bytes.div_ceil(PAGE_BYTES as u64) * PAGE_BYTES as u64
-}
-
-pub fn round_down_to_page(bytes: u64) -> u64 {
-    bytes / PAGE_BYTES as u64 * PAGE_BYTES as u64
-}
-
-/// A byte buffer whose data starts at a page-aligned address, built from a plain `Vec` (no
-/// `unsafe`): the vector is over-allocated by a page and the data window starts at the first
-/// aligned address inside it. Bytes past `len` up to `capacity` are kept zero, so the padded
-/// page-rounded view can be written as is.
-pub struct AlignedBuf {
-    storage: Vec<u8>,
-    start: usize,
-    len: usize,
-    capacity: usize,
-}
-
-impl AlignedBuf {
-    pub fn zeroed(capacity: usize) -> Self {
-        let capacity = round_up_to_page(capacity as u64) as usize;
-        let storage = vec![0u8; capacity + PAGE_BYTES];
-        let start = storage.as_ptr().align_offset(PAGE_BYTES);
-        assert!(start < PAGE_BYTES, "a page-sized window always exists");
-        AlignedBuf {
-            storage,
-            start,
-            len: 0,
-            capacity,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    pub fn as_slice(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
-    }
-
-    /// The data rounded up to whole pages, zero padded: what a direct write sends.
-    pub fn padded(&self) -> &[u8] {
-        let padded = round_up_to_page(self.len as u64) as usize;
-        &self.storage[self.start..self.start + padded]
-    }
-
-    /// The whole capacity, for reading into; call [`AlignedBuf::set_len`] afterwards.
-    pub fn window_mut(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.capacity]
-    }
-
-    pub fn set_len(&mut self, len: usize) {
-        assert!(len <= self.capacity);
-        self.len = len;
-    }
-
-    pub fn extend_from_slice(&mut self, data: &[u8]) {
-        assert!(
-            self.len + data.len() <= self.capacity,
-            "aligned buffer overflow"
-        );
-        let at = self.start + self.len;
-        self.storage[at..at + data.len()].copy_from_slice(data);
-        self.len += data.len();
-    }
-
-    /// Empties the buffer, re-zeroing what was used so the padding invariant holds.
-    pub fn clear(&mut self) {
-        let used = round_up_to_page(self.len as u64) as usize;
-        self.storage[self.start..self.start + used].fill(0);
-        self.len = 0;
-    }
-
-    /// Turns `range` of the data into `Bytes` without copying.
-    pub fn into_bytes(self, range: std::ops::Range<usize>) -> Bytes {
-        assert!(range.end <= self.len);
-        Bytes::from(self.storage).slice(self.start + range.start..self.start + range.end)
-    }
-}
 
 static BUFFERED_FALLBACK_WARNED: AtomicBool = AtomicBool::new(false);
 
@@ -370,44 +202,9 @@ impl SegmentFile {
     }
 }
 
-/// `fsync` on a directory, so that creating, renaming or deleting a file in it is durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|handle| handle.sync_all())
-        .map_err(|error| Error::io(format!("fsync directory {}", dir.display()), error))
-}
-
-/// Replaces `dir/name` with `bytes` atomically and durably: writes `dir/name.tmp`, fsyncs it,
-/// renames it over `dir/name`, and fsyncs `dir`.
-pub fn replace_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let temporary = dir.join(format!("{name}.tmp"));
-    let mut file = std::fs::File::create(&temporary)
-        .map_err(|error| Error::io(format!("create {}", temporary.display()), error))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|error| Error::io(format!("write {}", temporary.display()), error))?;
-    std::fs::rename(&temporary, dir.join(name))
-        .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
-    sync_dir(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn aligned_buffer_is_aligned_and_zero_padded() {
-        let mut buf = AlignedBuf::zeroed(10_000);
-        assert_eq!(buf.capacity(), 3 * PAGE_BYTES);
-        assert_eq!(buf.padded().as_ptr() as usize % PAGE_BYTES, 0);
-        buf.extend_from_slice(&[7; 5000]);
-        assert_eq!(buf.padded().len(), 2 * PAGE_BYTES);
-        assert!(buf.padded()[5000..].iter().all(|&byte| byte == 0));
-        buf.clear();
-        assert!(buf.padded().is_empty());
-        assert!(buf.window_mut().iter().all(|&byte| byte == 0));
-    }
 
     #[test]
     fn unaligned_reads_return_exact_bytes() {

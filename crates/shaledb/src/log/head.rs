@@ -1,4 +1,4 @@
-//! Log heads: where records are appended, buffered, flushed and made durable.
+//! One log head: where records are appended, buffered, flushed and made durable.
 //!
 //! A head owns one active segment and an in-memory tail buffer that holds every appended byte
 //! not yet written to the file. A flush moves the tail out (keeping a copy of its last partial
@@ -8,9 +8,6 @@
 //!
 //! Reads of records that are not yet on the file are served from the tail or the in-flight
 //! buffer. A segment that fills is sealed (flushed and synced) and a new one started.
-//!
-//! The KVDB has two heads, so that records the cleaner moves never share a segment with fresh
-//! client writes.
 
 use crate::error::{Error, Result};
 use crate::limits::SEGMENT_HEADER_BYTES;
@@ -80,7 +77,7 @@ pub struct LogHead {
 
 impl LogHead {
     /// Opens a head on a fresh segment.
-    pub fn open(config: HeadConfig) -> Result<Self> {
+    pub(super) fn open(config: HeadConfig) -> Result<Self> {
         let segment = create_segment(&config)?;
         let state = HeadState {
             segment,

@@ -1,0 +1,407 @@
+//! The per-KVS index in DRAM: for each key, where its newest record lives.
+//!
+//! Older versions are kept, in a separate map, only while an open snapshot can see them, so the
+//! common case (no snapshots) pays nothing for them. A version written at `seqno` and replaced
+//! at `superseded` is visible to a snapshot at `at` when `seqno <= at < superseded`.
+
+use super::entry::{Entry, Key};
+use super::packed::PackedMap;
+use crate::segment::Location;
+use std::collections::BTreeMap;
+use std::ops::{Bound, ControlFlow};
+
+/// A replaced version kept for snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OldVersion {
+    pub entry: Entry,
+    pub superseded: u64,
+}
+
+/// Whether a record found on media is still needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// The newest version of its key.
+    Newest,
+    /// An old version some snapshot can see.
+    Snapshot,
+    Dead,
+}
+
+#[derive(Default)]
+pub struct KvsIndex {
+    newest: PackedMap,
+    old: BTreeMap<Key, Vec<OldVersion>>,
+}
+
+impl KvsIndex {
+    pub fn len(&self) -> usize {
+        self.newest.len()
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        self.newest.get(key)
+    }
+
+    /// The version of `key` a reader at sequence number `at` sees.
+    pub fn get_at(&self, key: &[u8], at: u64) -> Option<Entry> {
+        self.visible(key, self.newest.get(key), at)
+    }
+
+    fn visible(&self, key: &[u8], newest: Option<Entry>, at: u64) -> Option<Entry> {
+        match newest {
+            Some(entry) if entry.seqno <= at => Some(entry),
+            _ => self
+                .old
+                .get(key)?
+                .iter()
+                .find(|version| version.entry.seqno <= at && at < version.superseded)
+                .map(|version| version.entry),
+        }
+    }
+
+    /// Makes `entry` the newest version of `key`. Returns the replaced version when no snapshot
+    /// (the newest open one is `snapshot_max`, 0 if none) can see it, so the caller frees it.
+    pub fn put(&mut self, key: &[u8], entry: Entry, snapshot_max: u64) -> Option<Entry> {
+        let replaced = self.newest.insert(key, entry)?;
+        self.retire(key, replaced, entry.seqno, snapshot_max)
+    }
+
+    /// Inserts without snapshot bookkeeping, for recovery and checkpoint loading.
+    pub fn put_recovered(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        self.newest.insert(key, entry)
+    }
+
+    /// Removes `key` (deleted at `seqno`); returns the removed version if no snapshot needs it.
+    pub fn remove(&mut self, key: &[u8], seqno: u64, snapshot_max: u64) -> Option<Entry> {
+        let removed = self.newest.remove(key)?;
+        self.retire(key, removed, seqno, snapshot_max)
+    }
+
+    /// Estimated DRAM this index holds for its newest versions (see `PackedMap`).
+    pub fn estimated_dram_bytes(&self) -> u64 {
+        self.newest.estimated_dram_bytes()
+    }
+
+    /// Removes every key starting with `prefix` that is older than `seqno`; returns the removed
+    /// versions no snapshot needs.
+    pub fn remove_prefix(&mut self, prefix: &[u8], seqno: u64, snapshot_max: u64) -> Vec<Entry> {
+        let mut doomed: Vec<Key> = Vec::new();
+        self.newest.visit_range(
+            Bound::Included(prefix),
+            Bound::Unbounded,
+            false,
+            |key, entry| {
+                if !key.starts_with(prefix) {
+                    return ControlFlow::Break(());
+                }
+                if entry.seqno < seqno {
+                    doomed.push(key.into());
+                }
+                ControlFlow::Continue(())
+            },
+        );
+        doomed
+            .iter()
+            .filter_map(|key| self.remove(key, seqno, snapshot_max))
+            .collect()
+    }
+
+    fn retire(
+        &mut self,
+        key: &[u8],
+        replaced: Entry,
+        superseded: u64,
+        snapshot_max: u64,
+    ) -> Option<Entry> {
+        if snapshot_max >= replaced.seqno {
+            self.old.entry(key.into()).or_default().push(OldVersion {
+                entry: replaced,
+                superseded,
+            });
+            None
+        } else {
+            Some(replaced)
+        }
+    }
+
+    /// Is the record of `key` at `seqno` stored at `location` still needed?
+    pub fn liveness(&self, key: &[u8], seqno: u64, location: Location) -> Liveness {
+        let wanted = Entry { location, seqno };
+        if self.newest.get(key) == Some(wanted) {
+            return Liveness::Newest;
+        }
+        let kept = self
+            .old
+            .get(key)
+            .is_some_and(|versions| versions.iter().any(|version| version.entry == wanted));
+        if kept {
+            Liveness::Snapshot
+        } else {
+            Liveness::Dead
+        }
+    }
+
+    /// Moves the version of `key` at `seqno` from `from` to `to` if it is still stored at `from`
+    /// (a compare-and-swap for the cleaner). Returns whether it moved.
+    pub fn relocate(&mut self, key: &[u8], seqno: u64, from: Location, to: Location) -> bool {
+        let wanted = Entry {
+            location: from,
+            seqno,
+        };
+        let moved = Entry {
+            location: to,
+            seqno,
+        };
+        if self.newest.replace_if(key, wanted, moved) {
+            return true;
+        }
+        if let Some(versions) = self.old.get_mut(key) {
+            if let Some(version) = versions.iter_mut().find(|version| version.entry == wanted) {
+                version.entry.location = to;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drops old versions no snapshot in `is_visible_to_some_snapshot` needs; returns them.
+    pub fn prune_old(&mut self, mut needed: impl FnMut(u64, u64) -> bool) -> Vec<Entry> {
+        let mut freed = Vec::new();
+        self.old.retain(|_, versions| {
+            versions.retain(|version| {
+                let keep = needed(version.entry.seqno, version.superseded);
+                if !keep {
+                    freed.push(version.entry);
+                }
+                keep
+            });
+            !versions.is_empty()
+        });
+        freed
+    }
+
+    /// Every version the index holds (newest and kept), for accounting and checks.
+    pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
+        self.newest
+            .visit_range(Bound::Unbounded, Bound::Unbounded, false, |key, entry| {
+                visit(key, entry);
+                ControlFlow::Continue(())
+            });
+        for (key, versions) in &self.old {
+            for version in versions {
+                visit(key, version.entry);
+            }
+        }
+    }
+
+    /// Up to `limit` newest entries with keys after `after` (all keys if `None`), in order.
+    pub fn newest_after(&self, after: Option<&[u8]>, limit: usize) -> Vec<(Key, Entry)> {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut out = Vec::new();
+        if limit > 0 {
+            self.newest
+                .visit_range(lower, Bound::Unbounded, false, |key, entry| {
+                    out.push((key.into(), entry));
+                    if out.len() == limit {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                });
+        }
+        out
+    }
+
+    /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
+    /// (descending when `reverse`).
+    pub fn collect_visible(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        at: u64,
+        limit: usize,
+        reverse: bool,
+    ) -> Vec<(Key, Entry)> {
+        let mut out = Vec::with_capacity(limit.min(256));
+        if limit == 0 || crate::bounds::is_empty_range(lower, upper) {
+            return out;
+        }
+        // Keys only kept versions have (deleted since a snapshot) merge in between the newest
+        // keys, each once, in the requested order.
+        let old_keys = self
+            .old
+            .range::<[u8], _>((lower, upper))
+            .map(|(key, _)| key);
+        let mut old_only: Box<dyn Iterator<Item = &Key>> = if reverse {
+            Box::new(old_keys.rev())
+        } else {
+            Box::new(old_keys)
+        };
+        let mut pending_old = old_only.next();
+        let comes_first = |old: &[u8], newest: &[u8]| {
+            if reverse {
+                old > newest
+            } else {
+                old < newest
+            }
+        };
+        let emit = |key: &[u8], newest: Option<Entry>, out: &mut Vec<(Key, Entry)>| {
+            if let Some(visible) = self.visible(key, newest, at) {
+                out.push((key.into(), visible));
+            }
+            if out.len() == limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let flow = {
+            let mut flow = ControlFlow::Continue(());
+            self.newest
+                .visit_range(lower, upper, reverse, |key, entry| {
+                    while let Some(old) = pending_old.filter(|old| comes_first(old, key)) {
+                        flow = emit(old, None, &mut out);
+                        pending_old = old_only.next();
+                        if flow.is_break() {
+                            return flow;
+                        }
+                    }
+                    if pending_old.is_some_and(|old| &**old == key) {
+                        pending_old = old_only.next();
+                    }
+                    flow = emit(key, Some(entry), &mut out);
+                    flow
+                });
+            flow
+        };
+        if flow.is_continue() {
+            while let Some(old) = pending_old {
+                if emit(old, None, &mut out).is_break() {
+                    break;
+                }
+                pending_old = old_only.next();
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::SegmentId;
+
+    fn entry(seqno: u64) -> Entry {
+        Entry {
+            location: Location {
+                segment: SegmentId(1),
+                offset: seqno as u32 * 100,
+                len: 50,
+            },
+            seqno,
+        }
+    }
+
+    #[test]
+    fn snapshots_keep_exactly_the_versions_they_see() {
+        let mut index = KvsIndex::default();
+        assert_eq!(index.put(b"k", entry(1), 0), None);
+        // A snapshot at 1 sees version 1, so replacing it keeps it.
+        assert_eq!(index.put(b"k", entry(2), 1), None);
+        assert_eq!(index.get_at(b"k", 1), Some(entry(1)));
+        assert_eq!(index.get_at(b"k", 2), Some(entry(2)));
+        // No snapshot sees version 2: deleting frees it.
+        assert_eq!(index.remove(b"k", 3, 1), Some(entry(2)));
+        assert_eq!(index.get_at(b"k", 1), Some(entry(1)));
+        assert_eq!(index.get_at(b"k", 5), None);
+        assert_eq!(
+            index.liveness(b"k", 1, entry(1).location),
+            Liveness::Snapshot
+        );
+        let freed = index.prune_old(|_, _| false);
+        assert_eq!(freed, vec![entry(1)]);
+        assert_eq!(index.get_at(b"k", 1), None);
+    }
+
+    #[test]
+    fn prefix_removal_spares_newer_keys_and_other_prefixes() {
+        let mut index = KvsIndex::default();
+        index.put(b"a1", entry(1), 0);
+        index.put(b"a2", entry(5), 0);
+        index.put(b"b1", entry(2), 0);
+        let freed = index.remove_prefix(b"a", 4, 0);
+        assert_eq!(freed, vec![entry(1)]);
+        assert!(index.get(b"a2").is_some() && index.get(b"b1").is_some());
+    }
+
+    #[test]
+    fn short_and_long_keys_order_like_their_bytes() {
+        let mut index = KvsIndex::default();
+        let keys: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            b"a".to_vec(),
+            vec![b'a'; 30],
+            vec![b'a'; 31],
+            vec![b'a'; 200],
+            b"b".to_vec(),
+            vec![0xff; 31],
+        ];
+        for (position, key) in keys.iter().enumerate().rev() {
+            index.put(key, entry(position as u64 + 1), 0);
+        }
+        let listed: Vec<Key> = index
+            .newest_after(None, 100)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        let expected: Vec<Key> = keys.iter().map(|key| Key::from(key.as_slice())).collect();
+        assert_eq!(listed, expected);
+        for (position, key) in keys.iter().enumerate() {
+            assert_eq!(index.get(key), Some(entry(position as u64 + 1)));
+        }
+    }
+
+    #[test]
+    fn visible_ranges_merge_kept_versions_in_both_directions() {
+        let mut index = KvsIndex::default();
+        index.put(b"a", entry(1), 0);
+        index.put(b"b", entry(2), 0);
+        index.put(b"c", entry(3), 0);
+        index.remove(b"b", 4, 3);
+        index.put(b"d", entry(5), 3);
+        let at3: Vec<Key> = index
+            .collect_visible(Bound::Unbounded, Bound::Unbounded, 3, 10, false)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(
+            at3,
+            vec![
+                b"a".to_vec().into(),
+                b"b".to_vec().into(),
+                b"c".to_vec().into()
+            ]
+        );
+        let now: Vec<Key> = index
+            .collect_visible(Bound::Unbounded, Bound::Excluded(b"d"), 9, 10, true)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(now, vec![b"c".to_vec().into(), b"a".to_vec().into()]);
+    }
+
+    #[test]
+    fn relocation_is_a_compare_and_swap() {
+        let mut index = KvsIndex::default();
+        index.put(b"k", entry(1), 0);
+        let to = Location {
+            segment: SegmentId(2),
+            offset: 0,
+            len: 50,
+        };
+        assert!(!index.relocate(b"k", 1, to, to));
+        assert!(index.relocate(b"k", 1, entry(1).location, to));
+        assert_eq!(index.get(b"k").unwrap().location, to);
+    }
+}

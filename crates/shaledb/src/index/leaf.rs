@@ -1,0 +1,272 @@
+//! One leaf of the packed index: the entries of a key range, each stored as the key bytes after
+//! the prefix the leaf's keys share, then its location and seqno as LEB128 varints, with a dense
+//! array of slots (entry offset and first two suffix bytes) that a binary search compares.
+
+use super::entry::Entry;
+use crate::segment::{Location, SegmentId};
+use std::cmp::Ordering;
+
+/// A leaf grown past this many bytes splits in two; merged leaves stay below half of it.
+pub(super) const LEAF_BYTES_MAX: usize = 4096;
+/// An entry's location and seqno as varints: 5 + 5 + 5 + 10 bytes at most.
+const ENTRY_VALUE_BYTES_MAX: usize = 25;
+
+// Offsets inside a leaf are u16: a full leaf plus one largest entry must fit.
+const _: () = assert!(
+    LEAF_BYTES_MAX + 3 + crate::limits::KEY_BYTES_MAX + ENTRY_VALUE_BYTES_MAX <= u16::MAX as usize
+);
+
+#[derive(Default)]
+pub(super) struct Leaf {
+    /// How many leading bytes of the fence every key in this leaf starts with: the common prefix
+    /// of this fence and the next one (a key between two fences starts with what they share).
+    pub(super) prefix_len: u16,
+    /// The entries in key order, each: suffix length (varint), key suffix, segment, offset,
+    /// length, seqno (varints).
+    pub(super) bytes: Vec<u8>,
+    /// Each entry's place in `bytes` and the first bytes of its suffix, in key order: a search
+    /// compares the hints in this dense array and reads `bytes` only to break ties.
+    pub(super) slots: Vec<Slot>,
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Slot {
+    pub(super) start: u16,
+    /// The suffix's first two bytes, big-endian, zero-padded: ordered like the suffixes except
+    /// where equal.
+    hint: u16,
+}
+
+fn hint_of(suffix: &[u8]) -> u16 {
+    let byte = |at: usize| suffix.get(at).copied().unwrap_or(0);
+    u16::from_be_bytes([byte(0), byte(1)])
+}
+
+impl Leaf {
+    /// Builds a leaf whose keys all start with their first `prefix_len` bytes.
+    pub(super) fn build(prefix_len: usize, entries: &[(Vec<u8>, Entry)]) -> Leaf {
+        let mut leaf = Leaf {
+            prefix_len: prefix_len as u16,
+            bytes: Vec::new(),
+            slots: Vec::with_capacity(entries.len()),
+        };
+        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
+        for (key, entry) in entries {
+            let suffix = &key[prefix_len..];
+            let value_len = encode_entry(*entry, &mut value);
+            leaf.slots.push(Slot {
+                start: leaf.bytes.len() as u16,
+                hint: hint_of(suffix),
+            });
+            put_varint(&mut leaf.bytes, suffix.len() as u64);
+            leaf.bytes.extend_from_slice(suffix);
+            leaf.bytes.extend_from_slice(&value[..value_len]);
+        }
+        leaf.bytes.shrink_to_fit();
+        leaf
+    }
+
+    pub(super) fn is_oversized(&self) -> bool {
+        self.bytes.len() > LEAF_BYTES_MAX
+    }
+
+    pub(super) fn decode(&self, fence: &[u8]) -> Vec<(Vec<u8>, Entry)> {
+        (0..self.slots.len())
+            .map(|at| {
+                let mut key = Vec::new();
+                self.key_into(fence, at, &mut key);
+                (key, self.entry(at))
+            })
+            .collect()
+    }
+
+    /// The entry at position `at`: its suffix and where its value starts.
+    fn suffix(&self, at: usize) -> (&[u8], usize) {
+        let start = usize::from(self.slots[at].start);
+        let (len, len_bytes) = get_varint(&self.bytes[start..]);
+        let suffix_start = start + len_bytes;
+        let suffix_end = suffix_start + len as usize;
+        (&self.bytes[suffix_start..suffix_end], suffix_end)
+    }
+
+    pub(super) fn entry(&self, at: usize) -> Entry {
+        let (_, value_start) = self.suffix(at);
+        decode_entry(&self.bytes[value_start..])
+    }
+
+    pub(super) fn key_into(&self, fence: &[u8], at: usize, key: &mut Vec<u8>) {
+        key.clear();
+        key.extend_from_slice(&fence[..usize::from(self.prefix_len)]);
+        key.extend_from_slice(self.suffix(at).0);
+    }
+
+    fn end(&self, at: usize) -> usize {
+        self.slots
+            .get(at + 1)
+            .map_or(self.bytes.len(), |slot| usize::from(slot.start))
+    }
+
+    pub(super) fn search(&self, suffix: &[u8]) -> Result<usize, usize> {
+        let hint = hint_of(suffix);
+        let (mut low, mut high) = (0, self.slots.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let ordering = self.slots[middle]
+                .hint
+                .cmp(&hint)
+                .then_with(|| self.suffix(middle).0.cmp(suffix));
+            match ordering {
+                Ordering::Less => low = middle + 1,
+                Ordering::Greater => high = middle,
+                Ordering::Equal => return Ok(middle),
+            }
+        }
+        Err(low)
+    }
+
+    /// Puts a new entry for `suffix` at position `at`.
+    pub(super) fn insert(&mut self, at: usize, suffix: &[u8], entry: Entry) {
+        let mut head = [0; 3];
+        let head_len = varint_into(suffix.len() as u64, &mut head);
+        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
+        let value_len = encode_entry(entry, &mut value);
+        let start = self
+            .slots
+            .get(at)
+            .map_or(self.bytes.len(), |slot| usize::from(slot.start));
+        reserve_gently(&mut self.slots, 1);
+        self.slots.insert(
+            at,
+            Slot {
+                start: start as u16,
+                hint: hint_of(suffix),
+            },
+        );
+        let parts = [&head[..head_len], suffix, &value[..value_len]];
+        self.splice(at + 1, start, 0, &parts);
+    }
+
+    /// Writes `entry` over the location and seqno of the entry at position `at`.
+    pub(super) fn replace(&mut self, at: usize, entry: Entry) {
+        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
+        let value_len = encode_entry(entry, &mut value);
+        let (_, value_start) = self.suffix(at);
+        let old_len = self.end(at) - value_start;
+        self.splice(at + 1, value_start, old_len, &[&value[..value_len]]);
+    }
+
+    pub(super) fn remove(&mut self, at: usize) {
+        let start = usize::from(self.slots[at].start);
+        let len = self.end(at) - start;
+        self.slots.remove(at);
+        self.splice(at, start, len, &[]);
+        shrink_gently(&mut self.bytes);
+        shrink_gently(&mut self.slots);
+    }
+
+    /// Replaces `old_len` bytes at `start` with `parts`, and moves the starts of the entries
+    /// from position `moved` on by the change in length.
+    fn splice(&mut self, moved: usize, start: usize, old_len: usize, parts: &[&[u8]]) {
+        let new_len: usize = parts.iter().map(|part| part.len()).sum();
+        let delta = new_len as isize - old_len as isize;
+        if delta != 0 {
+            self.resize_gap(start + old_len, delta);
+            for later in &mut self.slots[moved..] {
+                later.start = (later.start as isize + delta) as u16;
+            }
+        }
+        let mut out = start;
+        for part in parts {
+            self.bytes[out..out + part.len()].copy_from_slice(part);
+            out += part.len();
+        }
+    }
+
+    /// Grows or shrinks `bytes` by `delta` at `at`, moving what follows.
+    fn resize_gap(&mut self, at: usize, delta: isize) {
+        let old_len = self.bytes.len();
+        if delta > 0 {
+            let grow = delta as usize;
+            reserve_gently(&mut self.bytes, grow);
+            self.bytes.resize(old_len + grow, 0);
+            self.bytes.copy_within(at..old_len, at + grow);
+        } else if delta < 0 {
+            let shrink = delta.unsigned_abs();
+            self.bytes.copy_within(at..old_len, at - shrink);
+            self.bytes.truncate(old_len - shrink);
+        }
+    }
+}
+
+/// Reserves room for `additional` more items with an eighth of slack, not the doubling `Vec`
+/// does by itself: leaves grow one entry at a time and their spare capacity is DRAM per key.
+fn reserve_gently<T>(vec: &mut Vec<T>, additional: usize) {
+    if vec.capacity() - vec.len() < additional {
+        vec.reserve_exact(additional + vec.len() / 8);
+    }
+}
+
+/// Gives back spare capacity once it is most of the allocation, keeping an eighth of slack.
+fn shrink_gently<T>(vec: &mut Vec<T>) {
+    if vec.capacity() > 2 * vec.len() + 16 {
+        vec.shrink_to(vec.len() + vec.len() / 8);
+    }
+}
+
+fn encode_entry(entry: Entry, out: &mut [u8]) -> usize {
+    let Location {
+        segment,
+        offset,
+        len,
+    } = entry.location;
+    let mut at = varint_into(u64::from(segment.0), out);
+    at += varint_into(u64::from(offset), &mut out[at..]);
+    at += varint_into(u64::from(len), &mut out[at..]);
+    at + varint_into(entry.seqno, &mut out[at..])
+}
+
+fn decode_entry(bytes: &[u8]) -> Entry {
+    let (segment, mut at) = get_varint(bytes);
+    let (offset, used) = get_varint(&bytes[at..]);
+    at += used;
+    let (len, used) = get_varint(&bytes[at..]);
+    at += used;
+    let (seqno, _) = get_varint(&bytes[at..]);
+    Entry {
+        location: Location {
+            segment: SegmentId(segment as u32),
+            offset: offset as u32,
+            len: len as u32,
+        },
+        seqno,
+    }
+}
+
+/// LEB128: seven bits per byte, low first, the high bit set on every byte but the last.
+fn varint_into(mut value: u64, out: &mut [u8]) -> usize {
+    let mut at = 0;
+    while value >= 0x80 {
+        out[at] = value as u8 | 0x80;
+        value >>= 7;
+        at += 1;
+    }
+    out[at] = value as u8;
+    at + 1
+}
+
+fn put_varint(out: &mut Vec<u8>, value: u64) {
+    let mut buffer = [0; 10];
+    let len = varint_into(value, &mut buffer);
+    out.extend_from_slice(&buffer[..len]);
+}
+
+fn get_varint(bytes: &[u8]) -> (u64, usize) {
+    let mut value = 0u64;
+    for (at, byte) in bytes.iter().enumerate() {
+        value |= u64::from(byte & 0x7f) << (7 * at);
+        if byte & 0x80 == 0 {
+            return (value, at + 1);
+        }
+    }
+    unreachable!("a leaf's varints are written whole")
+}

@@ -1,0 +1,28 @@
+//! Durable directory operations: an `fsync` of the directory after a file is created,
+//! renamed or deleted in it, and the atomic replacement of a small file.
+
+use crate::error::{Error, Result};
+use std::fs::File;
+use std::path::Path;
+
+/// `fsync` on a directory, so that creating, renaming or deleting a file in it is durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .map_err(|error| Error::io(format!("fsync directory {}", dir.display()), error))
+}
+
+/// Replaces `dir/name` with `bytes` atomically and durably: writes `dir/name.tmp`, fsyncs it,
+/// renames it over `dir/name`, and fsyncs `dir`.
+pub fn replace_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let temporary = dir.join(format!("{name}.tmp"));
+    let mut file = std::fs::File::create(&temporary)
+        .map_err(|error| Error::io(format!("create {}", temporary.display()), error))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|error| Error::io(format!("write {}", temporary.display()), error))?;
+    std::fs::rename(&temporary, dir.join(name))
+        .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
+    sync_dir(dir)
+}
