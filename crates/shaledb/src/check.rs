@@ -1,13 +1,14 @@
-//! `check`: verify every record on media and every index entry, like `fsck`.
+//! `check`: verify every record on media and every index entry of the store, like `fsck`.
 //! Meant for a quiet KVDB (the CLI's `shale check`); concurrent writes make the live-byte
-//! comparison approximate, never the CRC checks.
+//! comparison approximate, never the CRC checks. The caller pauses the cleaner, which moves
+//! records, for the whole check.
 
-use crate::db::Inner;
 use crate::error::Result;
 use crate::index::{Entry, Key};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::media::ReadPurpose;
 use crate::segment::{scan_records, SegmentId};
+use crate::store::Store;
 use std::collections::HashMap;
 
 /// What `check` found.
@@ -35,16 +36,14 @@ impl CheckReport {
     }
 }
 
-pub fn check(inner: &Inner) -> Result<CheckReport> {
-    // The cleaner moves records; it must not run between reading the index and the media.
-    let _no_cleaning = inner.cleaner_lock.lock();
-    inner.heads.flush_all(false)?;
+pub fn check(store: &Store) -> Result<CheckReport> {
+    store.heads.flush_all(false)?;
     let mut report = CheckReport::default();
     // Every version the indexes hold, by segment and offset, so one sequential pass per
     // segment verifies both the records and the entries pointing at them.
     let mut expected: HashMap<SegmentId, Vec<Expected>> = HashMap::new();
     let mut kvs_names = HashMap::new();
-    for kvs in inner.all_kvs() {
+    for kvs in store.kvs.all() {
         kvs_names.insert(kvs.id, kvs.name.clone());
         kvs.index.read().for_each_version(|key, entry| {
             report.index_entries += 1;
@@ -66,7 +65,7 @@ pub fn check(inner: &Inner) -> Result<CheckReport> {
             wanted.entry.seqno
         )
     };
-    let segments = inner.segments.all();
+    let segments = store.segments.all();
     for segment in &segments {
         report.segments += 1;
         let mut wanted = expected.remove(&segment.id()).unwrap_or_default();

@@ -6,8 +6,7 @@
 //! client segment go to the young cleaner head, records cleaned again go to the old one, so
 //! cold data collects in segments that rarely need cleaning and never mixes with fresh writes.
 
-use crate::db::Inner;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::Liveness;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::log::LogHead;
@@ -15,11 +14,24 @@ use crate::media::{sync_dir, MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
 use crate::record::{self, RecordKind, RecordRef};
 use crate::segment::{scan_records, HeadKind, Location, SegmentMeta};
+use crate::store::Store;
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A segment is not worth cleaning when more than this fraction of it is live.
 const VICTIM_LIVE_RATIO_MAX: f64 = 0.95;
+
+/// The cleaner: handed the store, it moves live records out of segments and frees them.
+pub struct Cleaner {
+    store: Arc<Store>,
+    /// Clean while live bytes / bytes on media is below this (`Options::space_target_live_ratio`).
+    target_live_ratio: f64,
+    /// Past this many bytes on staging, its oldest data moves down to capacity.
+    staging_bytes_max: u64,
+    /// One cleaning pass at a time; `check` holds it too, so no record moves while it reads.
+    pass: Mutex<()>,
+}
 
 /// Cost-benefit score of cleaning `segment` now (the LFS policy): the space freed, 1 - u,
 /// times the age of its data, over the cost of reading the segment and rewriting its live
@@ -38,209 +50,233 @@ fn score(live_ratio: f64, age: u64) -> f64 {
     (1.0 - u) * age as f64 / (1.0 + u)
 }
 
-/// Segments the cleaner may pick (sealed, not damaged; active segments are never sealed), best
-/// cost-benefit score first.
-fn candidates(inner: &Inner) -> Vec<Arc<SegmentMeta>> {
-    let next_seqno = inner.next_seqno.load(Ordering::SeqCst);
-    let mut segments: Vec<(f64, Arc<SegmentMeta>)> = inner
-        .segments
-        .all()
-        .into_iter()
-        .filter(|segment| segment.is_sealed() && !segment.is_quarantined())
-        .map(|segment| (cost_benefit(&segment, next_seqno), segment))
-        .collect();
-    segments.sort_by(|left, right| right.0.total_cmp(&left.0));
-    segments.into_iter().map(|(_, segment)| segment).collect()
-}
-
-/// One step of background cleaning: frees a segment if the KVDB is over its space target.
-/// Returns whether it freed one.
-pub fn clean_step(inner: &Inner) -> Result<bool> {
-    let _one_pass = inner.cleaner_lock.lock();
-    if let Some(oldest) = staging_overflow(inner) {
-        return clean_segment(inner, &oldest, true);
-    }
-    let segments = inner.segments.all();
-    let total: u64 = segments.iter().map(|segment| segment.disk_bytes()).sum();
-    let live: u64 = segments.iter().map(|segment| segment.live_bytes()).sum();
-    let Some(victim) = candidates(inner).into_iter().next() else {
-        return Ok(false);
-    };
-    // Inside the space reserve the cleaner works whatever the live ratio says.
-    let over_target = inner.space.under_pressure()
-        || (live as f64) < inner.options.space_target_live_ratio * total as f64;
-    if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX) {
-        return Ok(false);
-    }
-    clean_segment(inner, &victim, false)
-}
-
-/// When the staging class is over its budget, its oldest sealed segment, whose live data the
-/// cleaner then moves down to capacity (whatever the KVSs' policies) instead of refusing writes.
-fn staging_overflow(inner: &Inner) -> Option<Arc<SegmentMeta>> {
-    if !inner.heads.has_staging() {
-        return None;
-    }
-    let staging: Vec<Arc<SegmentMeta>> = inner
-        .segments
-        .all()
-        .into_iter()
-        .filter(|segment| segment.header.class == MediaClass::Staging)
-        .collect();
-    let used: u64 = staging.iter().map(|segment| segment.disk_bytes()).sum();
-    if used <= inner.media.staging_bytes_max {
-        return None;
-    }
-    staging
-        .into_iter()
-        .filter(|segment| segment.is_sealed() && !segment.is_quarantined())
-        .min_by_key(|segment| segment.header.created_seqno)
-}
-
-/// Seals the active segments and cleans every segment that holds dead data; returns how many
-/// were freed.
-pub fn compact(inner: &Inner) -> Result<u64> {
-    let _one_pass = inner.cleaner_lock.lock();
-    for head in inner.heads.all() {
-        head.seal_active()?;
-    }
-    let mut freed = 0;
-    for victim in candidates(inner) {
-        if victim.live_ratio() < 1.0 && clean_segment(inner, &victim, false)? {
-            freed += 1;
+impl Cleaner {
+    pub fn new(store: Arc<Store>, target_live_ratio: f64, staging_bytes_max: u64) -> Self {
+        Cleaner {
+            store,
+            target_live_ratio,
+            staging_bytes_max,
+            pass: Mutex::new(()),
         }
     }
-    Ok(freed)
-}
 
-/// Copies what is live in `victim` to the cleaner head, makes the copies durable, and deletes
-/// the segment. Returns false (and frees nothing) if the segment holds corrupt records.
-fn clean_segment(inner: &Inner, victim: &Arc<SegmentMeta>, overflow: bool) -> Result<bool> {
-    // Invariant I6: a tombstone may go only when the checkpoint covers it and no other segment
-    // old enough to hold an older version of its key remains (a segment without records holds
-    // none, and the cleaner never copies a version its tombstone made dead).
-    let covered_seqno = inner
-        .covered_seqno
-        .load(std::sync::atomic::Ordering::SeqCst);
-    let oldest_other_created = inner
-        .segments
-        .all()
-        .iter()
-        .filter(|segment| segment.id() != victim.id() && segment.end_bytes() > SEGMENT_HEADER_BYTES)
-        .map(|segment| segment.header.created_seqno)
-        .min()
-        .unwrap_or(u64::MAX);
-    let tombstone_droppable = |seqno: u64| seqno < covered_seqno && oldest_other_created > seqno;
-    // Where survivors go: on capacity, by generation; from staging, they stay only for
-    // staging_only KVSs while staging is within its budget, and otherwise move down.
-    let destination_for = |policy: MediaPolicy| -> &LogHead {
-        match victim.header.class {
-            MediaClass::Capacity => inner.heads.at(
-                MediaClass::Capacity,
-                victim.header.head.cleaning_destination(),
-            ),
-            MediaClass::Staging if policy == MediaPolicy::StagingOnly && !overflow => {
-                inner.heads.at(MediaClass::Staging, HeadKind::CleanerYoung)
-            }
-            MediaClass::Staging => inner.heads.at(MediaClass::Capacity, HeadKind::CleanerYoung),
+    /// Holds off cleaning while the guard lives, so records stay where the index says.
+    pub fn pause(&self) -> MutexGuard<'_, ()> {
+        self.pass.lock()
+    }
+
+    /// Segments the cleaner may pick (sealed, not damaged; active segments are never sealed), best
+    /// cost-benefit score first.
+    fn candidates(&self) -> Vec<Arc<SegmentMeta>> {
+        let store = &self.store;
+        let next_seqno = store.next_seqno.load(Ordering::SeqCst);
+        let mut segments: Vec<(f64, Arc<SegmentMeta>)> = store
+            .segments
+            .all()
+            .into_iter()
+            .filter(|segment| segment.is_sealed() && !segment.is_quarantined())
+            .map(|segment| (cost_benefit(&segment, next_seqno), segment))
+            .collect();
+        segments.sort_by(|left, right| right.0.total_cmp(&left.0));
+        segments.into_iter().map(|(_, segment)| segment).collect()
+    }
+
+    /// One step of background cleaning: frees a segment if the KVDB is over its space target.
+    /// Returns whether it freed one.
+    pub fn clean_step(&self) -> Result<bool> {
+        let store = &self.store;
+        let _one_pass = self.pass.lock();
+        if let Some(oldest) = self.staging_overflow() {
+            return self.clean_segment(&oldest, true);
         }
-    };
-    let live_fraction_micros = (victim.live_ratio().min(1.0) * 1e6) as u64;
-    let mut encoded = Vec::new();
-    let summary = scan_records(
-        &victim.file,
-        SEGMENT_HEADER_BYTES,
-        ReadPurpose::Cleaning,
-        |offset, record| {
-            let from = Location {
-                segment: victim.id(),
-                offset: offset as u32,
-                len: record.encoded_len() as u32,
-            };
-            let Some(kvs) = inner.kvs_by_id(record.kvs_id) else {
-                return Ok(()); // its KVS was dropped
-            };
-            match record.kind {
-                RecordKind::Put | RecordKind::SnapshotCopy => {
-                    // Any roll or flush happens now, before the index lock (only the cleaner
-                    // appends to cleaner heads, so the room is still there below).
-                    let destination = destination_for(kvs.options.media_policy);
-                    destination.make_room(record.encoded_len())?;
-                    // Holding the index lock across the append makes the move a compare-and-swap:
-                    // a concurrent overwrite either happened before (the record is dead) or waits.
-                    let mut index = kvs.index.write();
-                    let kind = match index.liveness(record.key, record.seqno, from) {
-                        Liveness::Dead => return Ok(()),
-                        Liveness::Newest => RecordKind::Put,
-                        Liveness::Snapshot => RecordKind::SnapshotCopy,
-                    };
-                    let to = copy_record(inner, destination, &mut encoded, record, kind)?;
-                    let moved = index.relocate(record.key, record.seqno, from, to);
-                    debug_assert!(
-                        moved,
-                        "the index lock is held, so the version cannot have changed"
-                    );
-                    victim.sub_live(u64::from(from.len));
-                    if let Some(segment) = inner.segments.get(to.segment) {
-                        segment.add_live(u64::from(to.len));
-                    }
-                }
-                RecordKind::Tombstone | RecordKind::PrefixTombstone => {
-                    if tombstone_droppable(record.seqno) {
-                        inner.counters.cleaner_tombstones_dropped.add(1);
-                    } else {
-                        copy_record(
-                            inner,
-                            destination_for(kvs.options.media_policy),
-                            &mut encoded,
-                            record,
-                            record.kind,
-                        )?;
-                    }
-                }
+        let segments = store.segments.all();
+        let total: u64 = segments.iter().map(|segment| segment.disk_bytes()).sum();
+        let live: u64 = segments.iter().map(|segment| segment.live_bytes()).sum();
+        let Some(victim) = self.candidates().into_iter().next() else {
+            return Ok(false);
+        };
+        // Inside the space reserve the cleaner works whatever the live ratio says.
+        let over_target =
+            store.space.under_pressure() || (live as f64) < self.target_live_ratio * total as f64;
+        if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX)
+        {
+            return Ok(false);
+        }
+        self.clean_segment(&victim, false)
+    }
+
+    /// When the staging class is over its budget, its oldest sealed segment, whose live data the
+    /// cleaner then moves down to capacity (whatever the KVSs' policies) instead of refusing writes.
+    fn staging_overflow(&self) -> Option<Arc<SegmentMeta>> {
+        let store = &self.store;
+        if !store.heads.has_staging() {
+            return None;
+        }
+        let staging: Vec<Arc<SegmentMeta>> = store
+            .segments
+            .all()
+            .into_iter()
+            .filter(|segment| segment.header.class == MediaClass::Staging)
+            .collect();
+        let used: u64 = staging.iter().map(|segment| segment.disk_bytes()).sum();
+        if used <= self.staging_bytes_max {
+            return None;
+        }
+        staging
+            .into_iter()
+            .filter(|segment| segment.is_sealed() && !segment.is_quarantined())
+            .min_by_key(|segment| segment.header.created_seqno)
+    }
+
+    /// Seals the active segments and cleans every segment that holds dead data; returns how many
+    /// were freed.
+    pub fn compact(&self) -> Result<u64> {
+        let store = &self.store;
+        let _one_pass = self.pass.lock();
+        for head in store.heads.all() {
+            head.seal_active()?;
+        }
+        let mut freed = 0;
+        for victim in self.candidates() {
+            if victim.live_ratio() < 1.0 && self.clean_segment(&victim, false)? {
+                freed += 1;
             }
-            Ok(())
-        },
-    )?;
-    if !summary.corruptions.is_empty() {
-        tracing::error!(segment = %victim.path().display(), corruptions = ?summary.corruptions,
-            "not freeing a segment with corrupt records");
-        victim.quarantine();
-        return Ok(false);
+        }
+        Ok(freed)
     }
-    // The copies must be durable before the originals go.
-    for head in inner.heads.cleaners() {
-        head.flush(true)?;
+
+    /// Copies what is live in `victim` to the cleaner head, makes the copies durable, and deletes
+    /// the segment. Returns false (and frees nothing) if the segment holds corrupt records.
+    fn clean_segment(&self, victim: &Arc<SegmentMeta>, overflow: bool) -> Result<bool> {
+        let store = &self.store;
+        // Invariant I6: a tombstone may go only when the checkpoint covers it and no other segment
+        // old enough to hold an older version of its key remains (a segment without records holds
+        // none, and the cleaner never copies a version its tombstone made dead).
+        let covered_seqno = store
+            .covered_seqno
+            .load(std::sync::atomic::Ordering::SeqCst);
+        let oldest_other_created = store
+            .segments
+            .all()
+            .iter()
+            .filter(|segment| {
+                segment.id() != victim.id() && segment.end_bytes() > SEGMENT_HEADER_BYTES
+            })
+            .map(|segment| segment.header.created_seqno)
+            .min()
+            .unwrap_or(u64::MAX);
+        let tombstone_droppable =
+            |seqno: u64| seqno < covered_seqno && oldest_other_created > seqno;
+        // Where survivors go: on capacity, by generation; from staging, they stay only for
+        // staging_only KVSs while staging is within its budget, and otherwise move down.
+        let destination_for = |policy: MediaPolicy| -> &LogHead {
+            match victim.header.class {
+                MediaClass::Capacity => store.heads.at(
+                    MediaClass::Capacity,
+                    victim.header.head.cleaning_destination(),
+                ),
+                MediaClass::Staging if policy == MediaPolicy::StagingOnly && !overflow => {
+                    store.heads.at(MediaClass::Staging, HeadKind::CleanerYoung)
+                }
+                MediaClass::Staging => store.heads.at(MediaClass::Capacity, HeadKind::CleanerYoung),
+            }
+        };
+        let live_fraction_micros = (victim.live_ratio().min(1.0) * 1e6) as u64;
+        let mut encoded = Vec::new();
+        let summary = scan_records(
+            &victim.file,
+            SEGMENT_HEADER_BYTES,
+            ReadPurpose::Cleaning,
+            |offset, record| {
+                let from = Location {
+                    segment: victim.id(),
+                    offset: offset as u32,
+                    len: record.encoded_len() as u32,
+                };
+                let Some(kvs) = store.kvs.get(record.kvs_id) else {
+                    return Ok(()); // its KVS was dropped
+                };
+                match record.kind {
+                    RecordKind::Put | RecordKind::SnapshotCopy => {
+                        // Any roll or flush happens now, before the index lock (only the cleaner
+                        // appends to cleaner heads, so the room is still there below).
+                        let destination = destination_for(kvs.options.media_policy);
+                        destination.make_room(record.encoded_len())?;
+                        // Holding the index lock across the append makes the move a compare-and-swap:
+                        // a concurrent overwrite either happened before (the record is dead) or waits.
+                        let mut index = kvs.index.write();
+                        let kind = match index.liveness(record.key, record.seqno, from) {
+                            Liveness::Dead => return Ok(()),
+                            Liveness::Newest => RecordKind::Put,
+                            Liveness::Snapshot => RecordKind::SnapshotCopy,
+                        };
+                        let to = copy_record(&self.store, destination, &mut encoded, record, kind)?;
+                        let moved = index.relocate(record.key, record.seqno, from, to);
+                        debug_assert!(
+                            moved,
+                            "the index lock is held, so the version cannot have changed"
+                        );
+                        victim.sub_live(u64::from(from.len));
+                        if let Some(segment) = store.segments.get(to.segment) {
+                            segment.add_live(u64::from(to.len));
+                        }
+                    }
+                    RecordKind::Tombstone | RecordKind::PrefixTombstone => {
+                        if tombstone_droppable(record.seqno) {
+                            store.counters.cleaner_tombstones_dropped.add(1);
+                        } else {
+                            copy_record(
+                                &self.store,
+                                destination_for(kvs.options.media_policy),
+                                &mut encoded,
+                                record,
+                                record.kind,
+                            )?;
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        if !summary.corruptions.is_empty() {
+            tracing::error!(segment = %victim.path().display(), corruptions = ?summary.corruptions,
+                "not freeing a segment with corrupt records");
+            victim.quarantine();
+            return Ok(false);
+        }
+        // The copies must be durable before the originals go.
+        for head in store.heads.cleaners() {
+            head.flush(true)?;
+        }
+        store.segments.remove(victim.id());
+        if victim.header.class == MediaClass::Capacity {
+            store.space.note_freed(victim.disk_bytes());
+        }
+        std::fs::remove_file(victim.path())
+            .map_err(|error| Error::io(format!("remove {}", victim.path().display()), error))?;
+        sync_dir(
+            victim
+                .path()
+                .parent()
+                .expect("segments live in a directory"),
+        )?;
+        store.counters.cleaner_segments_cleaned.add(1);
+        store
+            .counters
+            .cleaner_live_fraction_micros
+            .add(live_fraction_micros);
+        debug_assert_eq!(
+            victim.live_bytes(),
+            0,
+            "every live record of a cleaned segment was moved"
+        );
+        Ok(true)
     }
-    inner.segments.remove(victim.id());
-    if victim.header.class == MediaClass::Capacity {
-        inner.space.note_freed(victim.disk_bytes());
-    }
-    std::fs::remove_file(victim.path()).map_err(|error| {
-        crate::error::Error::io(format!("remove {}", victim.path().display()), error)
-    })?;
-    sync_dir(
-        victim
-            .path()
-            .parent()
-            .expect("segments live in a directory"),
-    )?;
-    inner.counters.cleaner_segments_cleaned.add(1);
-    inner
-        .counters
-        .cleaner_live_fraction_micros
-        .add(live_fraction_micros);
-    debug_assert_eq!(
-        victim.live_bytes(),
-        0,
-        "every live record of a cleaned segment was moved"
-    );
-    Ok(true)
 }
 
 /// Appends `record` as `kind`, outside any batch, to the cleaner head `destination`.
 fn copy_record(
-    inner: &Inner,
+    store: &Store,
     destination: &LogHead,
     encoded: &mut Vec<u8>,
     record: &RecordRef<'_>,
@@ -258,7 +294,7 @@ fn copy_record(
     let mut appender = destination.lock();
     appender.reserve(encoded.len())?;
     let location = appender.append(encoded);
-    inner
+    store
         .counters
         .cleaner_bytes_copied
         .add(encoded.len() as u64);

@@ -4,13 +4,15 @@
 //! the index in chunks under a short read lock, so it never blocks writers between items.
 
 use crate::bounds::{above_lower, as_slice_bound, below_upper, OwnedBounds};
-use crate::db::{Kvs, Snapshot};
-use crate::error::Result;
+use crate::engine::{Engine, SnapshotPin};
+use crate::error::{Error, Result};
 use crate::index::{Entry, Key};
 use crate::media::ReadPurpose;
+use crate::store::KvsState;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// Keys fetched from the index per refill.
 const CHUNK_KEYS: usize = 128;
@@ -18,8 +20,10 @@ const CHUNK_KEYS: usize = 128;
 /// An ordered cursor yielding `(key, value)` pairs. Iterate it forward, or backward with
 /// `.rev()` / `next_back()`; both ends may be used on one cursor.
 pub struct Iter {
-    kvs: Kvs,
-    snapshot: Option<Snapshot>,
+    engine: Arc<Engine>,
+    kvs: Arc<KvsState>,
+    /// `None` only when the cursor was made on a closed KVDB or dropped KVS: it yields that error.
+    snapshot: Option<SnapshotPin>,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     front: VecDeque<(Key, Entry)>,
@@ -29,15 +33,23 @@ pub struct Iter {
 }
 
 impl Iter {
-    pub(crate) fn new(kvs: Kvs, at: Option<u64>, (lower, upper): OwnedBounds) -> Self {
-        let snapshot = match kvs.check_live() {
+    /// A cursor over `kvs` at snapshot `at` (a seqno a live snapshot holds), or at a snapshot
+    /// taken now.
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        kvs: Arc<KvsState>,
+        at: Option<u64>,
+        (lower, upper): OwnedBounds,
+    ) -> Self {
+        let snapshot = match engine.check_live(&kvs) {
             Ok(()) => Some(match at {
-                Some(seqno) => Snapshot::pin(kvs.db.clone(), seqno),
-                None => kvs.db.take_snapshot(),
+                Some(seqno) => engine.pin_again(seqno),
+                None => engine.take_snapshot(),
             }),
             Err(_) => None,
         };
         Iter {
+            engine,
             kvs,
             snapshot,
             lower,
@@ -63,13 +75,13 @@ impl Iter {
     }
 
     fn refill(&mut self, reverse: bool) -> Result<()> {
-        self.kvs.check_live()?;
+        self.engine.check_live(&self.kvs)?;
         let at = self
             .snapshot
             .as_ref()
             .expect("a live KVS has a snapshot")
             .seqno();
-        let chunk = self.kvs.state.index.read().collect_visible(
+        let chunk = self.kvs.index.read().collect_visible(
             as_slice_bound(&self.lower),
             as_slice_bound(&self.upper),
             at,
@@ -139,15 +151,16 @@ impl Iter {
     }
 
     fn read(&self, key: &[u8], entry: Entry) -> Result<Bytes> {
-        let db = &self.kvs.db;
-        if let Some(value) = db.read_value(self.kvs.state.id, key, entry, ReadPurpose::Scan)? {
+        let store = &self.engine.store;
+        if let Some(value) = store.read_value(self.kvs.id, key, entry, ReadPurpose::Scan)? {
             return Ok(value);
         }
         // The cleaner moved the record: look it up again at the same snapshot.
-        let at = self.snapshot.as_ref().map(Snapshot::seqno);
-        db.get(&self.kvs.state, key, at)?
-            .ok_or_else(|| crate::error::Error::Io {
-                context: format!("scan of KVS {:?}", self.kvs.state.name),
+        let at = self.snapshot.as_ref().map(SnapshotPin::seqno);
+        self.engine
+            .get(&self.kvs, key, at)?
+            .ok_or_else(|| Error::Io {
+                context: format!("scan of KVS {:?}", self.kvs.name),
                 source: std::io::Error::other("a key visible to the scan's snapshot vanished"),
             })
     }

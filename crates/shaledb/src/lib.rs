@@ -20,17 +20,23 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the data flow, on-media format and invariants.
 
+mod batch;
 mod bounds;
 mod cache;
 mod catalog;
 mod check;
 mod checkpoint;
+mod commit;
+mod conflicts;
 mod counters;
 mod db;
+mod engine;
 mod error;
 mod gc;
+mod home;
 mod index;
 mod iter;
+mod kvs;
 pub mod limits;
 mod log;
 mod media;
@@ -40,18 +46,23 @@ mod record;
 mod recovery;
 mod segment;
 mod snapshot;
+mod snapshot_registry;
 mod space;
 mod stats;
+mod store;
 mod txn;
 mod worker;
 
+pub use batch::WriteBatch;
 pub use bytes::Bytes;
 pub use check::CheckReport;
-pub use db::{Db, Kvs, Snapshot, WriteBatch};
+pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
 pub use iter::{Iter, Keys};
+pub use kvs::Kvs;
 pub use media::MediaClass;
 pub use options::{Durability, KvsOptions, MediaPolicy, Options};
 pub use recovery::RecoveryReport;
+pub use snapshot::Snapshot;
 pub use stats::{MediaStats, Stats};
 pub use txn::{Transaction, TxnIter, TxnOptions};

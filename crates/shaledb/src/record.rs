@@ -13,7 +13,35 @@
 //! ```
 //! All integers are little-endian. Records are packed back to back inside a segment.
 
+use crate::error::{Error, Result};
 use crate::limits::{KEY_BYTES_MAX, RECORD_HEADER_BYTES, VALUE_BYTES_MAX};
+
+/// Checks a key given by a client: not empty, and at most `KEY_BYTES_MAX` bytes.
+pub fn validate_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::InvalidArgument("keys must not be empty".into()));
+    }
+    if key.len() > KEY_BYTES_MAX {
+        return Err(Error::LimitExceeded {
+            what: "key",
+            limit: KEY_BYTES_MAX as u64,
+            actual: key.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a value given by a client: at most `VALUE_BYTES_MAX` bytes.
+pub fn validate_value(value: &[u8]) -> Result<()> {
+    if value.len() > VALUE_BYTES_MAX {
+        return Err(Error::LimitExceeded {
+            what: "value",
+            limit: VALUE_BYTES_MAX as u64,
+            actual: value.len() as u64,
+        });
+    }
+    Ok(())
+}
 
 /// What a record says about its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

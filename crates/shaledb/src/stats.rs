@@ -1,4 +1,10 @@
-//! The [`Stats`] snapshot `Db::stats()` returns: a point-in-time copy of the engine's counters.
+//! The [`Stats`] snapshot `Db::stats()` returns: a point-in-time copy of the engine's counters,
+//! and how it is taken from the store.
+
+use crate::media::{MediaClass, ReadPurpose, WritePurpose};
+use crate::segment::HeadKind;
+use crate::store::Store;
+use std::sync::atomic::Ordering;
 
 /// Bytes moved to and from one media class.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -74,6 +80,91 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// A copy of `store`'s counters now; `snapshots` is the registry's (open, oldest age secs).
+    pub(crate) fn collect(store: &Store, snapshots: (u64, f64)) -> Stats {
+        let segments = store.segments.all();
+        let mut media: Vec<MediaStats> = MediaClass::ALL
+            .iter()
+            .map(|&class| {
+                let counters = store.counters.media(class);
+                let (bytes_written, bytes_read) = counters.snapshot();
+                MediaStats {
+                    class: class.name(),
+                    bytes_written,
+                    bytes_written_by_clients: counters.written(WritePurpose::Client),
+                    bytes_written_by_cleaning: counters.written(WritePurpose::Cleaning),
+                    bytes_written_by_checkpoints: counters.written(WritePurpose::Checkpoint),
+                    bytes_read,
+                    bytes_read_by_gets: counters.read(ReadPurpose::Get),
+                    bytes_read_by_scans: counters.read(ReadPurpose::Scan),
+                    bytes_read_by_cleaning: counters.read(ReadPurpose::Cleaning),
+                    ..MediaStats::default()
+                }
+            })
+            .collect();
+        let mut live_bytes = 0;
+        let mut segments_by_head: Vec<HeadStats> = HeadKind::ALL
+            .iter()
+            .map(|head| HeadStats {
+                head: head.name(),
+                ..HeadStats::default()
+            })
+            .collect();
+        for segment in &segments {
+            let head = &mut segments_by_head[segment.header.head as usize];
+            head.segments += 1;
+            head.segment_bytes += segment.disk_bytes();
+            head.live_bytes += segment.live_bytes();
+            let class = &mut media[segment.header.class as usize];
+            class.segment_bytes += segment.disk_bytes();
+            class.segments += 1;
+            live_bytes += segment.live_bytes();
+        }
+        let (mut index_keys, mut index_bytes) = (0u64, 0u64);
+        for kvs in store.kvs.all() {
+            let index = kvs.index.read();
+            index_keys += index.len() as u64;
+            index_bytes += index.estimated_dram_bytes();
+        }
+        let (snapshots_open, oldest_snapshot_age_secs) = snapshots;
+        let (capacity_used_bytes, capacity_limit_bytes) = store.space.usage();
+        let counters = &store.counters;
+        Stats {
+            user_bytes_written: counters.user_bytes_written.get(),
+            total_bytes: media.iter().map(|class| class.segment_bytes).sum(),
+            media,
+            checkpoints_written: counters.checkpoints_written.get(),
+            checkpoint_bytes_written: counters.checkpoint_bytes_written.get(),
+            gets: counters.gets.get(),
+            get_device_reads: counters.get_device_reads.get(),
+            cache_hits: counters.cache_hits.get(),
+            cache_misses: counters.cache_misses.get(),
+            write_buffer_hits: counters.write_buffer_hits.get(),
+            cache_bytes: store.cache.weight_bytes(),
+            cache_bytes_budget: store.cache.budget_bytes(),
+            index_keys,
+            index_bytes,
+            live_bytes,
+            cleaner_segments_cleaned: counters.cleaner_segments_cleaned.get(),
+            cleaner_bytes_copied: counters.cleaner_bytes_copied.get(),
+            cleaner_tombstones_dropped: counters.cleaner_tombstones_dropped.get(),
+            cleaner_live_fraction_avg: match counters.cleaner_segments_cleaned.get() {
+                0 => 0.0,
+                cleaned => {
+                    counters.cleaner_live_fraction_micros.get() as f64 / 1e6 / cleaned as f64
+                }
+            },
+            segments_by_head,
+            throttled_secs: counters.throttled_micros.get() as f64 / 1e6,
+            capacity_used_bytes,
+            capacity_limit_bytes,
+            snapshots_open,
+            oldest_snapshot_age_secs,
+            next_seqno: store.next_seqno.load(Ordering::SeqCst),
+            direct_io: segments.iter().all(|segment| segment.file.is_direct()),
+        }
+    }
+
     /// Bytes written to media per byte written by clients.
     pub fn write_amplification(&self) -> f64 {
         let written: u64 = self.media.iter().map(|media| media.bytes_written).sum();

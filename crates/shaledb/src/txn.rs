@@ -14,16 +14,18 @@
 //! read) are not detected.
 
 use crate::bounds::{owned_bounds, prefix_bounds, OwnedBounds};
-use crate::db::{Inner, Kvs, KvsState, Snapshot};
+use crate::commit::BatchOp;
+use crate::conflicts::ConflictTracker;
+use crate::engine::{Engine, SnapshotPin};
 use crate::error::{Error, Result};
-use crate::index::Key;
 use crate::iter::Iter;
-use crate::record::{self, RecordKind};
+use crate::kvs::Kvs;
+use crate::record::{self, validate_key, validate_value};
+use crate::store::KvsState;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Options of one transaction.
@@ -46,109 +48,27 @@ impl Default for TxnOptions {
     }
 }
 
-#[derive(Default)]
-struct TrackerState {
-    /// Snapshot seqnos of open transactions, with counts.
-    open: BTreeMap<u64, usize>,
-    /// Newest commit seqno of each key written while transactions were open.
-    keys: HashMap<(u32, Key), u64>,
-    /// Prefix deletes committed while transactions were open.
-    prefixes: Vec<(u32, Key, u64)>,
-}
-
-/// Recent commits, kept only while transactions that could conflict with them are open.
-#[derive(Default)]
-pub(crate) struct ConflictTracker {
-    state: Mutex<TrackerState>,
-    open_count: AtomicUsize,
-}
-
-impl ConflictTracker {
-    /// Registers a transaction reading at `seqno`; the caller holds the commit-order lock.
-    pub fn begin(&self, seqno: u64) {
-        let mut state = self.state.lock();
-        *state.open.entry(seqno).or_default() += 1;
-        self.open_count.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Unregisters a transaction and forgets commits no open transaction can conflict with.
-    pub fn end(&self, seqno: u64) {
-        let mut state = self.state.lock();
-        if let Some(count) = state.open.get_mut(&seqno) {
-            *count -= 1;
-            if *count == 0 {
-                state.open.remove(&seqno);
-            }
-        }
-        self.open_count.fetch_sub(1, Ordering::SeqCst);
-        match state.open.keys().next().copied() {
-            None => {
-                state.keys.clear();
-                state.prefixes.clear();
-            }
-            Some(oldest) => {
-                state.keys.retain(|_, seqno| *seqno > oldest);
-                state.prefixes.retain(|(_, _, seqno)| *seqno > oldest);
-            }
-        }
-    }
-
-    pub fn is_tracking(&self) -> bool {
-        self.open_count.load(Ordering::SeqCst) > 0
-    }
-
-    /// Records a commit; the caller holds the commit-order lock.
-    pub fn record<'a>(&self, writes: impl Iterator<Item = (u32, RecordKind, &'a [u8], u64)>) {
-        let mut state = self.state.lock();
-        for (kvs_id, kind, key, seqno) in writes {
-            if kind == RecordKind::PrefixTombstone {
-                state.prefixes.push((kvs_id, key.into(), seqno));
-            } else {
-                state.keys.insert((kvs_id, key.into()), seqno);
-            }
-        }
-    }
-
-    /// The first of `keys` committed by someone else after `snapshot`, if any.
-    fn first_conflict<'a>(
-        &self,
-        snapshot: u64,
-        mut keys: impl Iterator<Item = (u32, &'a [u8])>,
-    ) -> Option<Vec<u8>> {
-        let state = self.state.lock();
-        keys.find(|(kvs_id, key)| {
-            let written = state
-                .keys
-                .get(&(*kvs_id, Key::from(*key)))
-                .is_some_and(|&seqno| seqno > snapshot);
-            written
-                || state.prefixes.iter().any(|(id, prefix, seqno)| {
-                    id == kvs_id && *seqno > snapshot && key.starts_with(prefix)
-                })
-        })
-        .map(|(_, key)| key.to_vec())
-    }
-}
-
 /// A buffered write: the KVS and `Some(value)` for a put or `None` for a delete.
 type PendingWrite = (Arc<KvsState>, Option<Vec<u8>>);
 
 /// A transaction. Commit with [`Transaction::commit`]; dropping it (or [`Transaction::abort`])
 /// discards it.
 pub struct Transaction {
-    db: Arc<Inner>,
-    snapshot: Option<Snapshot>,
+    engine: Arc<Engine>,
+    snapshot: Option<SnapshotPin>,
     options: TxnOptions,
     writes: BTreeMap<(u32, Vec<u8>), PendingWrite>,
     write_bytes: u64,
     reads: Mutex<HashSet<(u32, Vec<u8>)>>,
 }
 
-impl Inner {
-    pub(crate) fn begin_transaction(self: &Arc<Self>, options: TxnOptions) -> Transaction {
-        let snapshot = self.take_snapshot_then(|seqno| self.conflicts.begin(seqno));
+impl Transaction {
+    /// Begins a transaction reading at a snapshot taken now, registered with the conflict
+    /// tracker while no commit can happen.
+    pub(crate) fn begin(engine: &Arc<Engine>, options: TxnOptions) -> Transaction {
+        let snapshot = engine.take_snapshot_then(|seqno| engine.conflicts.begin(seqno));
         Transaction {
-            db: self.clone(),
+            engine: engine.clone(),
             snapshot: Some(snapshot),
             options,
             writes: BTreeMap::new(),
@@ -156,15 +76,13 @@ impl Inner {
             reads: Mutex::new(HashSet::new()),
         }
     }
-}
 
-impl Transaction {
     /// The sequence number this transaction reads at.
     pub fn seqno(&self) -> u64 {
         self.snapshot().seqno()
     }
 
-    fn snapshot(&self) -> &Snapshot {
+    fn snapshot(&self) -> &SnapshotPin {
         self.snapshot
             .as_ref()
             .expect("a live transaction has its snapshot")
@@ -178,9 +96,9 @@ impl Transaction {
 
     fn buffer(&mut self, kvs: &Kvs, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         kvs.check_live()?;
-        crate::db::validate_key(key)?;
+        validate_key(key)?;
         if let Some(value) = value {
-            crate::db::validate_value(value)?;
+            validate_value(value)?;
         }
         let bytes = record::encoded_len(key.len(), value.map_or(0, <[u8]>::len)) as u64;
         let slot = (kvs.state.id, key.to_vec());
@@ -191,7 +109,7 @@ impl Transaction {
         let limit = self
             .options
             .write_set_bytes_max
-            .min(self.db.options.batch_bytes_limit());
+            .min(self.engine.options.batch_bytes_limit());
         if total > limit {
             return Err(Error::LimitExceeded {
                 what: "transaction write set",
@@ -222,7 +140,7 @@ impl Transaction {
             return Ok(pending.as_ref().map(|value| Bytes::copy_from_slice(value)));
         }
         self.note_read(kvs, key);
-        self.snapshot().get(kvs, key)
+        self.engine.get(&kvs.state, key, Some(self.seqno()))
     }
 
     /// The values of `keys`, as this transaction sees them.
@@ -274,7 +192,12 @@ impl Transaction {
         TxnIter {
             txn: self,
             kvs: kvs.clone(),
-            base: Iter::new(kvs.clone(), Some(self.seqno()), bounds),
+            base: Iter::new(
+                kvs.engine.clone(),
+                kvs.state.clone(),
+                Some(self.seqno()),
+                bounds,
+            ),
             overlay,
             base_front: None,
             base_back: None,
@@ -296,13 +219,13 @@ impl Transaction {
         }
         let snapshot = self.seqno();
         let writes = std::mem::take(&mut self.writes);
-        let ops: Vec<crate::db::BatchOp> = writes
+        let ops: Vec<BatchOp> = writes
             .into_iter()
-            .map(|((_, key), (kvs, value))| crate::db::BatchOp::new(kvs, key, value))
+            .map(|((_, key), (kvs, value))| BatchOp::new(kvs, key, value))
             .collect();
         let reads = std::mem::take(&mut *self.reads.lock());
-        let db = self.db.clone();
-        db.commit_validated(&ops, &|tracker: &ConflictTracker| {
+        let engine = self.engine.clone();
+        engine.commit_validated(&ops, &|tracker: &ConflictTracker| {
             let written = ops.iter().map(|op| (op.kvs_id(), op.key()));
             let read = reads.iter().map(|(kvs_id, key)| (*kvs_id, key.as_slice()));
             match tracker.first_conflict(snapshot, written.chain(read)) {
@@ -322,7 +245,7 @@ impl Transaction {
 impl Drop for Transaction {
     fn drop(&mut self) {
         if let Some(snapshot) = self.snapshot.take() {
-            self.db.conflicts.end(snapshot.seqno());
+            self.engine.conflicts.end(snapshot.seqno());
         }
     }
 }

@@ -2,13 +2,17 @@
 //! interval) and maintenance (cleaner steps and periodic checkpoints). A panic or error in a
 //! worker poisons the KVDB rather than leaving it silently degraded.
 
-use crate::db::Inner;
+use crate::checkpoint::Checkpointer;
 use crate::error::{Error, Result};
-use crate::log::LogHead;
+use crate::gc::Cleaner;
+use crate::media::MediaClass;
 use crate::options::Durability;
+use crate::poison::Poison;
 use crate::segment::HeadKind;
+use crate::store::Store;
 use parking_lot::{Condvar, Mutex};
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -41,12 +45,25 @@ impl StopSignal {
     }
 }
 
+/// What the workers are handed: the store and the jobs they run on it.
+pub struct Jobs {
+    pub store: Arc<Store>,
+    pub cleaner: Arc<Cleaner>,
+    pub checkpointer: Arc<Checkpointer>,
+    pub durability: Durability,
+    /// Run the cleaner in the background (`Options::cleaner`).
+    pub clean: bool,
+    /// The capacity class's directory, whose free space bounds the space budget.
+    pub capacity_dir: PathBuf,
+}
+
 pub struct Workers {
     stop: Arc<StopSignal>,
+    store: Arc<Store>,
     handles: Vec<JoinHandle<()>>,
 }
 
-fn guarded(inner: &Inner, name: &str, work: impl FnOnce() -> Result<()>) {
+fn guarded(poison: &Poison, name: &str, work: impl FnOnce() -> Result<()>) {
     match std::panic::catch_unwind(AssertUnwindSafe(work)) {
         Ok(Ok(())) => {}
         Ok(Err(Error::Poisoned(_))) => {}
@@ -59,15 +76,14 @@ fn guarded(inner: &Inner, name: &str, work: impl FnOnce() -> Result<()>) {
                 .map(|text| text.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            inner
-                .poison
-                .set(format!("the {name} worker panicked: {message}"));
+            poison.set(format!("the {name} worker panicked: {message}"));
         }
     }
 }
 
 impl Workers {
-    pub fn start(inner: &Arc<Inner>) -> Result<Self> {
+    pub fn start(jobs: Jobs) -> Result<Self> {
+        let jobs = Arc::new(jobs);
         let stop = Arc::new(StopSignal::default());
         let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -76,29 +92,30 @@ impl Workers {
                 .map_err(|error| Error::io(format!("start the {name} thread"), error))
         };
         let flusher = {
-            let (inner, stop) = (inner.clone(), stop.clone());
-            spawn("flusher", Box::new(move || run_flusher(&inner, &stop)))?
+            let (jobs, stop) = (jobs.clone(), stop.clone());
+            spawn("flusher", Box::new(move || run_flusher(&jobs, &stop)))?
         };
         let maintenance = {
-            let (inner, stop) = (inner.clone(), stop.clone());
+            let (jobs, stop) = (jobs.clone(), stop.clone());
             spawn(
                 "maintenance",
-                Box::new(move || run_maintenance(&inner, &stop)),
+                Box::new(move || run_maintenance(&jobs, &stop)),
             )?
         };
         Ok(Workers {
             stop,
+            store: jobs.store.clone(),
             handles: vec![flusher, maintenance],
         })
     }
 
     /// Stops the workers and waits for them.
-    pub fn stop(self, inner: &Inner) {
+    pub fn stop(self) {
         *self.stop.stopped.lock() = true;
         self.stop.wake.notify_all();
-        inner
+        self.store
             .heads
-            .at(crate::media::MediaClass::Capacity, HeadKind::Client)
+            .at(MediaClass::Capacity, HeadKind::Client)
             .wake_flusher();
         for handle in self.handles {
             let _ = handle.join();
@@ -106,29 +123,28 @@ impl Workers {
     }
 }
 
-fn run_flusher(inner: &Inner, stop: &StopSignal) {
-    let interval = match inner.options.durability {
+fn run_flusher(jobs: &Jobs, stop: &StopSignal) {
+    let store = &jobs.store;
+    let interval = match jobs.durability {
         Durability::Interval(period) => Some(period),
         Durability::Sync | Durability::None => None,
     };
     let mut last_sync = Instant::now();
-    let capacity_client = inner
-        .heads
-        .at(crate::media::MediaClass::Capacity, HeadKind::Client);
+    let capacity_client = store.heads.at(MediaClass::Capacity, HeadKind::Client);
     while !stop.is_stopped() {
         let until_sync = interval.map_or(FLUSHER_IDLE, |period| {
             period.saturating_sub(last_sync.elapsed())
         });
         // Woken by the capacity head's full chunks; the staging head is polled at FLUSHER_IDLE.
         capacity_client.wait_for_chunk(until_sync.min(FLUSHER_IDLE));
-        guarded(inner, "flusher", || {
-            for head in inner.heads.clients() {
+        guarded(&store.poison, "flusher", || {
+            for head in store.heads.clients() {
                 head.flush_if_chunk_pending()?;
             }
             if let Some(period) = interval {
                 if last_sync.elapsed() >= period {
                     last_sync = Instant::now();
-                    for head in inner.heads.clients() {
+                    for head in store.heads.clients() {
                         if head.has_undurable() {
                             head.flush(true)?;
                         }
@@ -140,44 +156,30 @@ fn run_flusher(inner: &Inner, stop: &StopSignal) {
     }
 }
 
-fn run_maintenance(inner: &Inner, stop: &StopSignal) {
+fn run_maintenance(jobs: &Jobs, stop: &StopSignal) {
+    let store = &jobs.store;
+    let refresh_space = || store.space.refresh(&store.segments, &jobs.capacity_dir);
     while !stop.sleep(MAINTENANCE_PERIOD) {
-        guarded(inner, "maintenance", || {
-            inner
-                .space
-                .refresh(&inner.segments, &inner.media.capacity_dir)?;
-            if inner.options.cleaner {
+        guarded(&store.poison, "maintenance", || {
+            refresh_space()?;
+            if jobs.clean {
                 // Under space pressure keep cleaning (writers are being slowed meanwhile);
                 // otherwise a few steps per round.
                 let mut steps = 0;
                 while !stop.is_stopped()
-                    && (steps < CLEAN_STEPS_PER_ROUND || inner.space.under_pressure())
+                    && (steps < CLEAN_STEPS_PER_ROUND || store.space.under_pressure())
                 {
-                    if !crate::gc::clean_step(inner)? {
+                    if !jobs.cleaner.clean_step()? {
                         break;
                     }
                     steps += 1;
                     if steps % CLEAN_STEPS_PER_ROUND == 0 {
-                        inner
-                            .space
-                            .refresh(&inner.segments, &inner.media.capacity_dir)?;
+                        refresh_space()?;
                     }
                 }
             }
-            let client_lsn: u64 = inner.heads.clients().map(LogHead::appended_lsn).sum();
-            let since_checkpoint = client_lsn
-                - inner
-                    .checkpoint_lsn
-                    .load(std::sync::atomic::Ordering::Relaxed);
-            let last_checkpoint_bytes = inner
-                .checkpoint_last_bytes
-                .load(std::sync::atomic::Ordering::Relaxed);
-            if crate::checkpoint::checkpoint_due(
-                since_checkpoint,
-                inner.options.checkpoint_interval_bytes,
-                last_checkpoint_bytes,
-            ) {
-                inner.write_checkpoint()?;
+            if jobs.checkpointer.is_due() {
+                jobs.checkpointer.write()?;
             }
             Ok(())
         });

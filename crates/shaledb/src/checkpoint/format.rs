@@ -1,4 +1,4 @@
-//! Index checkpoints: the indexes written to one file, so reopening replays only the records
+//! The checkpoint file: the indexes written to one file, so reopening replays only the records
 //! appended after the checkpoint began instead of every segment.
 //!
 //! ```text
@@ -9,23 +9,13 @@
 //! u8 0, u64 entry count, u32 crc32c of every byte before it
 //! ```
 //! The file is written to `checkpoint.ckpt.tmp`, fsynced, and renamed over `checkpoint.ckpt`.
-//!
-//! Consistency (see docs/ARCHITECTURE.md, invariant I5): replay positions are taken before the
-//! indexes are read, and every appended record is in its index before its head's lock is
-//! released, so every record before a replay position is in the checkpoint and every record
-//! after it is replayed. Log data up to the end of the index scan is made durable before the
-//! rename, so no checkpoint entry points at bytes a crash could lose.
 
 use crate::error::{Error, Result};
 use crate::index::{Entry, Key};
-use crate::media::{replace_file_durably, MediaClass, WritePurpose};
-use crate::segment::{HeadKind, Location, SegmentId};
+use crate::media::replace_file_durably;
+use crate::segment::{Location, SegmentId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-
-/// Index entries copied per read-lock hold while writing a checkpoint.
-const SCAN_CHUNK_KEYS: usize = 4096;
 
 pub const FILE_NAME: &str = "checkpoint.ckpt";
 const MAGIC: &[u8; 8] = b"SHALECK1";
@@ -218,101 +208,9 @@ fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
     Ok(checkpoint)
 }
 
-/// A checkpoint waits for at least this many times the last one's size in client writes, so
-/// checkpoints of a large index cost at most an eighth of what clients write (with 4,000,000
-/// YCSB keys, a fixed 512 MiB interval spent 0.32 device bytes on checkpoints per user byte).
-const CHECKPOINT_SPACING: u64 = 8;
-
-/// Whether a checkpoint is due after `since` bytes of client records.
-pub fn checkpoint_due(since: u64, interval_bytes: u64, last_checkpoint_bytes: u64) -> bool {
-    since >= interval_bytes.max(last_checkpoint_bytes.saturating_mul(CHECKPOINT_SPACING))
-}
-
-impl crate::db::Inner {
-    /// Writes a checkpoint of every index (see the module docs for why it is consistent).
-    pub fn write_checkpoint(&self) -> Result<()> {
-        let _one_at_a_time = self.checkpoint_lock.lock();
-        self.poison.check()?;
-        // Replay positions, taken with every head locked so no record is half-appended; heads
-        // are locked in their fixed order (invariant I4).
-        let (covered_seqno, lsn, replay_from) = {
-            let locked = self.heads.lock_all();
-            let positions: Vec<(SegmentId, u64)> = self
-                .segments
-                .all()
-                .iter()
-                .map(|segment| (segment.id(), segment.end_bytes()))
-                .collect();
-            let client_lsn = locked
-                .iter()
-                .filter(|appender| appender.kind() == HeadKind::Client)
-                .map(|appender| appender.end_lsn())
-                .sum();
-            (
-                self.next_seqno.load(Ordering::SeqCst),
-                client_lsn,
-                positions,
-            )
-        };
-        let mut encoder = CheckpointEncoder::new(covered_seqno, covered_seqno, &replay_from);
-        for kvs in self.all_kvs() {
-            encoder.begin_kvs(kvs.id);
-            let mut after: Option<Key> = None;
-            loop {
-                let chunk = kvs
-                    .index
-                    .read()
-                    .newest_after(after.as_deref(), SCAN_CHUNK_KEYS);
-                let Some((last, _)) = chunk.last() else {
-                    break;
-                };
-                after = Some(last.clone());
-                for (key, entry) in &chunk {
-                    encoder.entry(key, entry);
-                }
-            }
-            encoder.end_kvs();
-        }
-        let bytes = encoder.finish();
-        // Everything the scan saw must be durable before the checkpoint names it.
-        self.heads.flush_all(true)?;
-        store(&self.checkpoint_dir, &bytes)?;
-        self.counters.checkpoints_written.add(1);
-        self.counters
-            .checkpoint_bytes_written
-            .add(bytes.len() as u64);
-        self.counters
-            .media(if self.heads.has_staging() {
-                MediaClass::Staging
-            } else {
-                MediaClass::Capacity
-            })
-            .add_written(WritePurpose::Checkpoint, bytes.len() as u64);
-        self.covered_seqno.store(covered_seqno, Ordering::SeqCst);
-        self.checkpoint_lsn.store(lsn, Ordering::Relaxed);
-        self.checkpoint_last_bytes
-            .store(bytes.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn large_checkpoints_wait_for_eight_times_their_size() {
-        const MIB: u64 = 1 << 20;
-        // A small index: the configured interval decides.
-        assert!(!checkpoint_due(511 * MIB, 512 * MIB, 10 * MIB));
-        assert!(checkpoint_due(512 * MIB, 512 * MIB, 10 * MIB));
-        // Before the first checkpoint of this process, too.
-        assert!(checkpoint_due(512 * MIB, 512 * MIB, 0));
-        // A 180 MiB checkpoint waits for 1,440 MiB of client writes.
-        assert!(!checkpoint_due(1439 * MIB, 512 * MIB, 180 * MIB));
-        assert!(checkpoint_due(1440 * MIB, 512 * MIB, 180 * MIB));
-        assert!(!checkpoint_due(u64::MAX - 1, 512 * MIB, u64::MAX));
-    }
 
     fn sample() -> Vec<u8> {
         let mut encoder = CheckpointEncoder::new(10, 12, &[(SegmentId(3), 4096)]);

@@ -1,0 +1,256 @@
+//! The commit path: a batch of puts, deletes and prefix deletes validated, appended contiguously
+//! to one client head, applied to the indexes and published, all or nothing (invariants I2, I4,
+//! I8), then made durable as the KVDB's durability mode says.
+
+use crate::conflicts::ConflictTracker;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::index::{Entry, KvsIndex};
+use crate::media::MediaClass;
+use crate::options::Durability;
+use crate::record::{
+    self, validate_key, validate_value, RecordKind, RecordRef, FLAG_BATCH_CONTINUES,
+};
+use crate::segment::{HeadKind, SegmentMeta};
+use crate::store::KvsState;
+use bytes::Bytes;
+use parking_lot::RwLockWriteGuard;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// One operation of a batch, validated.
+pub struct BatchOp {
+    kvs: Arc<KvsState>,
+    kind: RecordKind,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl BatchOp {
+    /// A put (`Some(value)`) or delete (`None`) of an already validated key and value.
+    pub fn new(kvs: Arc<KvsState>, key: Vec<u8>, value: Option<Vec<u8>>) -> Self {
+        let (kind, value) = match value {
+            Some(value) => (RecordKind::Put, value),
+            None => (RecordKind::Tombstone, Vec::new()),
+        };
+        BatchOp {
+            kvs,
+            kind,
+            key,
+            value,
+        }
+    }
+
+    pub fn kvs_id(&self) -> u32 {
+        self.kvs.id
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// A put, tombstone or prefix tombstone of `kvs`, after checking the key and value (and, for
+    /// a prefix delete, the KVS's `prefix_len`).
+    pub fn validated(
+        kvs: Arc<KvsState>,
+        kind: RecordKind,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<BatchOp> {
+        validate_key(key)?;
+        validate_value(value)?;
+        let prefix_len = kvs.options.prefix_len;
+        if kind == RecordKind::PrefixTombstone && prefix_len > 0 && key.len() != prefix_len {
+            return Err(Error::InvalidArgument(format!(
+                "KVS {:?} has prefix_len {prefix_len}; a prefix delete needs a prefix of exactly that length, not {}",
+                kvs.name,
+                key.len()
+            )));
+        }
+        Ok(BatchOp {
+            kvs,
+            kind,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        })
+    }
+
+    /// Bytes this operation takes on media.
+    pub fn encoded_len(&self) -> usize {
+        record::encoded_len(self.key.len(), self.value.len())
+    }
+}
+
+impl Engine {
+    /// Appends `ops` as one atomic batch and applies them to the indexes.
+    pub fn commit(&self, ops: &[BatchOp]) -> Result<()> {
+        self.commit_validated(ops, &|_| Ok(()))
+    }
+
+    /// Like `commit`, but first runs `validate` against the recent commits, with every lock of
+    /// the commit held, so nothing can commit between the check and the append. A failed
+    /// validation writes nothing.
+    pub fn commit_validated(
+        &self,
+        ops: &[BatchOp],
+        validate: &dyn Fn(&ConflictTracker) -> Result<()>,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.store.poison.check()?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        // Pacing happens before any lock is taken, so a slowed writer blocks nobody.
+        let total_bytes: usize = ops
+            .iter()
+            .map(|op| record::encoded_len(op.key.len(), op.value.len()))
+            .sum();
+        if let Some(delay) = self.store.space.admit(total_bytes as u64)? {
+            // The reserve is running low: give the cleaner time, in proportion.
+            std::thread::sleep(delay);
+            self.store
+                .counters
+                .throttled_micros
+                .add(delay.as_micros() as u64);
+        }
+        // Batches go to staging if any KVS they write keeps new data there.
+        let class = if self.store.heads.has_staging()
+            && ops
+                .iter()
+                .any(|op| op.kvs.options.media_policy.writes_to_staging())
+        {
+            MediaClass::Staging
+        } else {
+            MediaClass::Capacity
+        };
+        let head = self.store.heads.at(class, HeadKind::Client);
+        let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
+        involved.sort_by_key(|kvs| kvs.id);
+        involved.dedup_by_key(|kvs| kvs.id);
+        // No I/O under the index locks: a flush or roll (pwrite, fdatasync) happens in
+        // `make_room` before they are taken, and if other writers used the room up meanwhile,
+        // every lock is released and the room made again. Waiting for I/O while holding an index
+        // write lock would stall every reader of the KVS for the I/O's duration.
+        let (mut guards, commit_order, mut appender) = loop {
+            head.make_room(total_bytes)?;
+            // Lock order: KVS indexes by id, the commit order, then the client head (I4).
+            let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
+                Vec::with_capacity(involved.len());
+            for kvs in &involved {
+                let guard = kvs.index.write();
+                if kvs.is_dropped() {
+                    return Err(Error::KvsNotFound(kvs.name.clone()));
+                }
+                guards.push((kvs.id, guard));
+            }
+            let commit_order = self.commit_order.lock();
+            let appender = head.lock();
+            if appender.has_room(total_bytes) {
+                break (guards, commit_order, appender);
+            }
+        };
+        let mut encoded = Vec::with_capacity(total_bytes);
+        validate(&self.conflicts)?;
+        let segment = appender.segment().clone();
+        let snapshot_max = self.snapshots.max();
+        let first_seqno = self.store.next_seqno.load(Ordering::SeqCst);
+        self.store
+            .next_seqno
+            .store(first_seqno + ops.len() as u64, Ordering::SeqCst);
+        for (position, op) in ops.iter().enumerate() {
+            let seqno = first_seqno + position as u64;
+            let flags = if position + 1 < ops.len() {
+                FLAG_BATCH_CONTINUES
+            } else {
+                0
+            };
+            encoded.clear();
+            record::encode(
+                &mut encoded,
+                &RecordRef {
+                    kind: op.kind,
+                    flags,
+                    kvs_id: op.kvs.id,
+                    seqno,
+                    key: &op.key,
+                    value: &op.value,
+                },
+            );
+            let location = appender.append(&encoded);
+            let index = &mut guards
+                .iter_mut()
+                .find(|(id, _)| *id == op.kvs.id)
+                .expect("every involved KVS is locked")
+                .1;
+            self.apply(index, &segment, op, Entry { location, seqno }, snapshot_max);
+        }
+        if self.conflicts.is_tracking() {
+            self.conflicts
+                .record(ops.iter().enumerate().map(|(position, op)| {
+                    (
+                        op.kvs.id,
+                        op.kind,
+                        op.key.as_slice(),
+                        first_seqno + position as u64,
+                    )
+                }));
+        }
+        self.visible_seqno
+            .store(first_seqno + ops.len() as u64 - 1, Ordering::SeqCst);
+        let lsn = appender.end_lsn();
+        drop(appender);
+        // Released before the durability wait below: held across it, every commit would wait
+        // for the previous one's fdatasync and group commit could never batch.
+        drop(commit_order);
+        self.store.space.note_appended(total_bytes as u64);
+        drop(guards);
+        if self.options.cache_writes {
+            for (position, op) in ops.iter().enumerate() {
+                if op.kind == RecordKind::Put {
+                    let seqno = first_seqno + position as u64;
+                    self.store
+                        .cache
+                        .insert(seqno, Bytes::copy_from_slice(&op.value));
+                }
+            }
+        }
+        let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
+        self.store
+            .counters
+            .user_bytes_written
+            .add(user_bytes as u64);
+        if self.options.durability == Durability::Sync {
+            head.wait_durable(lsn)?;
+        }
+        Ok(())
+    }
+
+    fn apply(
+        &self,
+        index: &mut KvsIndex,
+        segment: &SegmentMeta,
+        op: &BatchOp,
+        entry: Entry,
+        snapshot_max: u64,
+    ) {
+        match op.kind {
+            RecordKind::Put => {
+                segment.add_live(u64::from(entry.location.len));
+                if let Some(replaced) = index.put(&op.key, entry, snapshot_max) {
+                    self.store.free(replaced);
+                }
+            }
+            RecordKind::Tombstone => {
+                if let Some(removed) = index.remove(&op.key, entry.seqno, snapshot_max) {
+                    self.store.free(removed);
+                }
+            }
+            RecordKind::PrefixTombstone => {
+                for removed in index.remove_prefix(&op.key, entry.seqno, snapshot_max) {
+                    self.store.free(removed);
+                }
+            }
+            RecordKind::SnapshotCopy => unreachable!("clients never write snapshot copies"),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The engine behind the public handles: the store, plus what orders commits against readers
+//! (the commit-order lock, the visible seqno, the registry of open snapshots and the tracker of
+//! transaction conflicts). `Db`, `Kvs`, `Snapshot`, `Iter` and `Transaction` hold it; the commit
+//! path is in `commit.rs`. Background jobs never see it: they are handed the store.
+
+use crate::conflicts::ConflictTracker;
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::snapshot_registry::{needed_by_any, SnapshotRegistry};
+use crate::store::{KvsState, Store};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub struct Engine {
+    pub store: Arc<Store>,
+    pub options: Options,
+    /// Every commit with a seqno up to this one is fully applied to the indexes.
+    pub visible_seqno: AtomicU64,
+    pub snapshots: SnapshotRegistry,
+    pub conflicts: ConflictTracker,
+    /// Orders commits and snapshot registrations across the client heads: seqnos are assigned,
+    /// applied and published under it (invariant I4).
+    pub commit_order: Mutex<()>,
+    closed: AtomicBool,
+}
+
+/// A registered snapshot: while it lives, every version visible at its seqno stays readable.
+pub struct SnapshotPin {
+    engine: Arc<Engine>,
+    seqno: u64,
+}
+
+impl SnapshotPin {
+    pub fn seqno(&self) -> u64 {
+        self.seqno
+    }
+}
+
+impl Drop for SnapshotPin {
+    fn drop(&mut self) {
+        self.engine.release_snapshot(self.seqno);
+    }
+}
+
+impl Engine {
+    pub fn new(store: Arc<Store>, options: Options, visible_seqno: u64) -> Self {
+        Engine {
+            store,
+            options,
+            visible_seqno: AtomicU64::new(visible_seqno),
+            snapshots: SnapshotRegistry::default(),
+            conflicts: ConflictTracker::default(),
+            commit_order: Mutex::new(()),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("KVDB"));
+        }
+        Ok(())
+    }
+
+    /// Every handle fails with `Closed` from now on.
+    pub fn mark_closed(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// The KVDB is open and `kvs` was not dropped.
+    pub fn check_live(&self, kvs: &KvsState) -> Result<()> {
+        self.check_open()?;
+        if kvs.is_dropped() {
+            return Err(Error::KvsNotFound(kvs.name.clone()));
+        }
+        Ok(())
+    }
+
+    /// The value of `key` in `kvs` at snapshot `at` (newest if `None`).
+    pub fn get(&self, kvs: &KvsState, key: &[u8], at: Option<u64>) -> Result<Option<Bytes>> {
+        self.check_live(kvs)?;
+        self.store.get(kvs, key, at)
+    }
+
+    pub fn take_snapshot(self: &Arc<Self>) -> SnapshotPin {
+        self.take_snapshot_then(|_| {})
+    }
+
+    /// Takes a snapshot and runs `also(seqno)` while no commit can happen.
+    pub fn take_snapshot_then(self: &Arc<Self>, also: impl FnOnce(u64)) -> SnapshotPin {
+        // Registering under the commit-order lock orders the snapshot against every commit.
+        let _commits_paused = self.commit_order.lock();
+        let seqno = self.visible_seqno.load(Ordering::SeqCst);
+        self.snapshots.register(seqno);
+        also(seqno);
+        SnapshotPin {
+            engine: self.clone(),
+            seqno,
+        }
+    }
+
+    /// Another registration at `seqno`, which a live snapshot already holds (so no version it
+    /// sees can have been pruned).
+    pub fn pin_again(self: &Arc<Self>, seqno: u64) -> SnapshotPin {
+        self.snapshots.register(seqno);
+        SnapshotPin {
+            engine: self.clone(),
+            seqno,
+        }
+    }
+
+    fn release_snapshot(&self, seqno: u64) {
+        self.snapshots.release(seqno);
+        for kvs in self.store.kvs.all() {
+            let mut index = kvs.index.write();
+            // Read under the index lock: see SnapshotRegistry::open_seqnos.
+            let open = self.snapshots.open_seqnos();
+            for freed in
+                index.prune_old(|seqno, superseded| needed_by_any(&open, seqno, superseded))
+            {
+                self.store.free(freed);
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! [`Kvs`]: the public handle on one KVS, for single puts, gets, deletes and cursors.
+
+use crate::bounds::{owned_bounds, prefix_bounds};
+use crate::commit::BatchOp;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::iter::Iter;
+use crate::options::KvsOptions;
+use crate::record::{validate_key, RecordKind};
+use crate::store::KvsState;
+use bytes::Bytes;
+use std::ops::RangeBounds;
+use std::sync::Arc;
+
+/// A handle on one KVS. Clone it freely; it stays usable until the KVDB closes or the KVS is dropped.
+#[derive(Clone)]
+pub struct Kvs {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) state: Arc<KvsState>,
+}
+
+impl Kvs {
+    pub(crate) fn new(engine: Arc<Engine>, state: Arc<KvsState>) -> Self {
+        Kvs { engine, state }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    pub fn options(&self) -> &KvsOptions {
+        &self.state.options
+    }
+
+    fn single(&self, kind: RecordKind, key: &[u8], value: &[u8]) -> Result<()> {
+        let op = BatchOp::validated(self.state.clone(), kind, key, value)?;
+        self.engine.commit(&[op])
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.single(RecordKind::Put, key.as_ref(), value.as_ref())
+    }
+
+    /// The newest value of `key`, if any.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        self.engine.get(&self.state, key.as_ref(), None)
+    }
+
+    /// Whether `key` has a value (costs no device read).
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.check_live()?;
+        validate_key(key.as_ref())?;
+        Ok(self.state.index.read().get(key.as_ref()).is_some())
+    }
+
+    /// Deletes `key` (a no-op if it has no value).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.single(RecordKind::Tombstone, key.as_ref(), &[])
+    }
+
+    /// Deletes every key that starts with `prefix`. When the KVS has a `prefix_len`, the
+    /// prefix must be exactly that long.
+    pub fn prefix_delete(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.single(RecordKind::PrefixTombstone, prefix.as_ref(), &[])
+    }
+
+    /// The values of `keys`, in order, read at one consistent moment.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        self.check_live()?;
+        let snapshot = self.engine.take_snapshot();
+        keys.into_iter()
+            .map(|key| {
+                self.engine
+                    .get(&self.state, key.as_ref(), Some(snapshot.seqno()))
+            })
+            .collect()
+    }
+
+    /// Keys in `range`, in order; reverse with `.rev()`. Reads a consistent view taken now.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        Iter::new(
+            self.engine.clone(),
+            self.state.clone(),
+            None,
+            owned_bounds(&range),
+        )
+    }
+
+    /// Every key starting with `prefix`, in order; reverse with `.rev()`.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        Iter::new(
+            self.engine.clone(),
+            self.state.clone(),
+            None,
+            prefix_bounds(prefix.as_ref()),
+        )
+    }
+
+    /// Every key, in order.
+    pub fn iter(&self) -> Iter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Number of keys (counted from the index, no device reads).
+    pub fn len(&self) -> Result<usize> {
+        self.check_live()?;
+        Ok(self.state.index.read().len())
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    pub(crate) fn check_live(&self) -> Result<()> {
+        self.engine.check_live(&self.state)
+    }
+}

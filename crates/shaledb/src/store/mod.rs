@@ -1,0 +1,47 @@
+//! The store: what a KVDB holds on media and in DRAM, and the one thing the background jobs
+//! (cleaner, checkpointer, check, workers) are handed. It has the segments, the log heads that
+//! append to them, the per-KVS indexes, the seqno clock, the space budget, the value cache and
+//! the counters, with the operations every path shares: read a record's value (`read.rs`) and
+//! forget a version nothing points at. It knows nothing of the catalog, of handles, of
+//! transactions or of the jobs themselves.
+
+mod kvs_set;
+mod read;
+
+pub use kvs_set::{KvsSet, KvsState};
+
+use crate::cache::ValueCache;
+use crate::counters::Counters;
+use crate::index::Entry;
+use crate::log::Heads;
+use crate::poison::Poison;
+use crate::segment::SegmentTable;
+use crate::space::SpaceBudget;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+pub struct Store {
+    pub segments: Arc<SegmentTable>,
+    pub heads: Heads,
+    pub kvs: KvsSet,
+    /// The next seqno a commit assigns; the heads stamp new segments with it (I6).
+    pub next_seqno: Arc<AtomicU64>,
+    /// The durable checkpoint covers every record with a smaller seqno (0: no checkpoint).
+    pub covered_seqno: AtomicU64,
+    pub space: SpaceBudget,
+    pub cache: ValueCache,
+    pub counters: Counters,
+    pub poison: Arc<Poison>,
+}
+
+impl Store {
+    /// Forgets a version that nothing points at any more: subtracts it from its segment's live
+    /// bytes and drops its cached value, which no reader can ask for again (left in, a key
+    /// updated often would fill the cache with its dead versions).
+    pub fn free(&self, entry: Entry) {
+        if let Some(segment) = self.segments.get(entry.location.segment) {
+            segment.sub_live(u64::from(entry.location.len));
+        }
+        self.cache.remove(entry.seqno);
+    }
+}
