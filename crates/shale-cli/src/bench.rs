@@ -7,7 +7,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use shaledb::{Db, Options};
 use shaledb_bench::dbbench::DbBenchParams;
-use shaledb_bench::engine::ENGINES;
+use shaledb_bench::engines::ENGINES;
 use shaledb_bench::suite::{CommonParams, SuiteReport, YcsbParams};
 use shaledb_bench::ycsb::workload::{Distribution, RecordShape};
 use std::path::PathBuf;

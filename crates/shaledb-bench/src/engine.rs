@@ -1,5 +1,5 @@
-//! The one trait every benchmarked engine implements, and the registry of engines compiled in.
-//! Adding a peer is one file in `engines/` plus one line in [`ENGINES`].
+//! The one trait every benchmarked engine implements, the config an engine is opened with and
+//! the spec it is registered by. The registry itself is `engines::ENGINES`.
 
 use anyhow::Result;
 use std::path::PathBuf;
@@ -43,26 +43,4 @@ pub struct EngineSpec {
     pub direct_io: bool,
     pub describe: fn(&EngineConfig) -> String,
     pub open: fn(&EngineConfig) -> Result<Box<dyn Engine>>,
-}
-
-/// Every engine compiled into this build.
-pub const ENGINES: &[EngineSpec] = &[
-    crate::engines::shaledb::SPEC,
-    #[cfg(feature = "rocksdb")]
-    crate::engines::rocksdb::SPEC,
-    #[cfg(feature = "lmdb")]
-    crate::engines::lmdb::SPEC,
-    #[cfg(feature = "fjall")]
-    crate::engines::fjall::SPEC,
-];
-
-/// The engine named `name`, or an error listing what this build has.
-pub fn find(name: &str) -> Result<&'static EngineSpec> {
-    ENGINES.iter().find(|spec| spec.name == name).ok_or_else(|| {
-        let known: Vec<&str> = ENGINES.iter().map(|spec| spec.name).collect();
-        anyhow::anyhow!(
-            "engine {name:?} is not compiled in (this build has: {}); peers need `cargo build --release --features {name}`",
-            known.join(", ")
-        )
-    })
 }

@@ -4,7 +4,8 @@
 //! runs minutes apart at most.
 
 use crate::dbbench::{self, DbBenchParams};
-use crate::engine::{self, Engine, EngineConfig, EngineSpec};
+use crate::engine::{Engine, EngineConfig, EngineSpec};
+use crate::engines;
 use crate::measure::{self, LatencySummary, Measured, Monitor, ProcessCounters};
 use crate::ycsb::generator::key_name;
 use crate::ycsb::workload::{Distribution, RecordShape, RunState, WorkloadSpec};
@@ -249,7 +250,7 @@ impl Runner<'_> {
 }
 
 pub fn engines(names: &[String]) -> Result<Vec<&'static EngineSpec>> {
-    names.iter().map(|name| engine::find(name)).collect()
+    names.iter().map(|name| engines::find(name)).collect()
 }
 
 fn machine() -> serde_json::Value {

@@ -3,7 +3,7 @@
 //! files and the fields a reader of results.json relies on.
 
 use shaledb_bench::dbbench::DbBenchParams;
-use shaledb_bench::engine::ENGINES;
+use shaledb_bench::engines::ENGINES;
 use shaledb_bench::suite::{self, CommonParams, YcsbParams};
 use shaledb_bench::ycsb::workload::RecordShape;
 
