@@ -3,7 +3,7 @@
 //! latency bars, and throughput over time.
 
 use crate::report::{groups, median_run};
-use crate::suite::{RunResult, SuiteReport};
+use crate::results::{RunResult, SuiteReport};
 use anyhow::{Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -8,5 +8,6 @@ pub mod charts;
 pub mod dbbench;
 pub mod measure;
 pub mod report;
+pub mod results;
 pub mod suite;
 pub mod ycsb;

@@ -1,7 +1,7 @@
 //! The Markdown report: throughput per round with paired ratios, latency percentiles,
 //! efficiency figures, and YCSB's own text format so existing parsers read the runs.
 
-use crate::suite::{RunResult, SuiteReport};
+use crate::results::{RunResult, SuiteReport};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

@@ -6,7 +6,8 @@
 use crate::dbbench::{self, DbBenchParams};
 use crate::engine::{Engine, EngineConfig, EngineSpec};
 use crate::engines;
-use crate::measure::{self, LatencySummary, Measured, Monitor, ProcessCounters};
+use crate::measure::{self, Measured, Monitor, ProcessCounters};
+use crate::results::{RunResult, SuiteReport};
 use crate::ycsb::generator::key_name;
 use crate::ycsb::workload::{Distribution, RecordShape, RunState, WorkloadSpec};
 use anyhow::{Context, Result};
@@ -40,46 +41,6 @@ pub struct YcsbParams {
     pub target_ops_per_sec: Option<f64>,
     /// Overrides each workload's request distribution.
     pub distribution: Option<Distribution>,
-}
-
-/// One engine x workload x thread count x round.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunResult {
-    pub engine: String,
-    pub suite: String,
-    pub workload: String,
-    pub threads: usize,
-    pub round: usize,
-    pub operations: u64,
-    pub elapsed_secs: f64,
-    pub ops_per_sec: f64,
-    /// Per operation type (YCSB names), in microseconds.
-    pub latency_us: BTreeMap<String, LatencySummary>,
-    /// Bytes the process read from / wrote to the block layer during the run (/proc/self/io).
-    pub device_bytes_written: u64,
-    pub device_bytes_read: u64,
-    /// Key and value bytes the workload wrote.
-    pub user_bytes_written: u64,
-    pub cpu_seconds: f64,
-    pub cpu_seconds_per_1000_ops: f64,
-    pub peak_rss_bytes: u64,
-    /// Bytes of the engine's files after the run, and the logical bytes of live records.
-    pub disk_bytes: u64,
-    pub live_bytes: u64,
-    pub cache_bytes: u64,
-    /// Operations completed in each whole second of the run.
-    pub timeline: Vec<u64>,
-    pub device_probe_iops_before: Option<f64>,
-    pub device_probe_iops_after: Option<f64>,
-    pub engine_stats: serde_json::Value,
-}
-
-/// Everything a suite produced.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SuiteReport {
-    pub machine: serde_json::Value,
-    pub params: serde_json::Value,
-    pub runs: Vec<RunResult>,
 }
 
 /// Wraps an engine to count the bytes clients write, identically for every engine.
