@@ -4,7 +4,7 @@
 use crate::engine::{Engine, EngineSpec};
 use crate::measure::Measured;
 use crate::measure::{self, Monitor, OpKind, Recorder};
-use crate::suite::Runner;
+use crate::runner::Runner;
 use anyhow::{bail, Result};
 use rand::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

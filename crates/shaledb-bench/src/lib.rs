@@ -9,5 +9,6 @@ pub mod dbbench;
 pub mod measure;
 pub mod report;
 pub mod results;
+pub mod runner;
 pub mod suite;
 pub mod ycsb;

@@ -4,7 +4,8 @@
 
 use shaledb_bench::dbbench::DbBenchParams;
 use shaledb_bench::engines::ENGINES;
-use shaledb_bench::suite::{self, CommonParams, YcsbParams};
+use shaledb_bench::runner::CommonParams;
+use shaledb_bench::suite::{self, YcsbParams};
 use shaledb_bench::ycsb::workload::RecordShape;
 
 fn common(dir: &std::path::Path) -> CommonParams {
