@@ -1,5 +1,6 @@
 //! Just enough of Rust's lexical grammar to find `mod name;` declarations and the
-//! `crate::` / `super::` / `self::` paths of one file, outside comments and literals.
+//! `crate::` / `super::` / `self::` paths of one file, outside comments and literals, plus the
+//! paths that start with a child module the file declares (`pub use head::LogHead;`).
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Tok {
@@ -197,6 +198,15 @@ pub(crate) struct Scan {
 /// Scans the tokens of the file whose module path is `module` (empty for the crate root).
 pub(crate) fn scan(tokens: &[Token], module: &[String]) -> Scan {
     let mut scan = Scan::default();
+    // Child modules this file declares (`mod name;`): a path that starts with one (`use
+    // head::LogHead;`, a parent re-exporting its child) is an edge to that child too.
+    let children: Vec<&str> = tokens
+        .windows(3)
+        .filter_map(|w| match (&w[0].tok, &w[1].tok, &w[2].tok) {
+            (Tok::Ident(m), Tok::Ident(name), Tok::Punct(';')) if m == "mod" => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
     let mut depth = 0;
     // Inline modules (`mod tests { ... }`) we are in: name and the brace depth outside them.
     let mut inline: Vec<(String, usize)> = Vec::new();
@@ -231,6 +241,14 @@ pub(crate) fn scan(tokens: &[Token], module: &[String]) -> Scan {
                 let mut here = module.to_vec();
                 here.extend(inline.iter().map(|(n, _)| n.clone()));
                 path_leaves(tokens, i, here, &mut scan.paths);
+            }
+            Tok::Ident(word)
+                if inline.is_empty()
+                    && children.contains(&word.as_str())
+                    && tok(i + 1) == Some(&Tok::PathSep)
+                    && (i == 0 || tok(i - 1) != Some(&Tok::PathSep)) =>
+            {
+                use_tree(tokens, i, module.to_vec(), token.line, &mut scan.paths);
             }
             _ => {}
         }

@@ -3,7 +3,8 @@
 //! [`read_crate`] reads a crate's sources (from `lib.rs` or `main.rs`, following `mod name;`
 //! declarations) and builds its module import graph: one node per source file, named by its
 //! module path (`crate`, `index`, `index::packed`), and one edge per module that a file refers
-//! to through a `crate::`, `super::` or `self::` path. [`ModuleGraph::cycles`] and
+//! to through a `crate::`, `super::` or `self::` path, or a path that starts with one of its
+//! own child modules (a parent re-exporting its child depends on it). [`ModuleGraph::cycles`] and
 //! [`ModuleGraph::top_level_cycles`] find the import cycles. [`LayerMap`] reads the "module map"
 //! table of a markdown document (which top-level module may touch which) and
 //! [`LayerMap::check`] reports every import the map does not allow.

@@ -463,3 +463,25 @@ fn a_clean_crate_has_no_violations() {
     assert_eq!(map.check(&graph), []);
     assert!(graph.cycles().is_empty() && graph.top_level_cycles().is_empty());
 }
+
+#[test]
+fn a_parent_using_its_declared_child_is_an_edge_and_can_close_a_cycle() {
+    let dir = fixture(&[
+        ("lib.rs", "mod a;\n"),
+        (
+            "a/mod.rs",
+            "mod head;\nmod tail;\npub use head::Head;\nfn f() { tail::g(); }\n\
+             mod tests { fn t() { head::x(); } }\nfn h() { std::head::y(); }\n",
+        ),
+        ("a/head.rs", "use super::Shared;\npub struct Head;\n"),
+        ("a/tail.rs", "pub fn g() {}\n"),
+    ]);
+    let graph = read(&dir);
+    assert_eq!(
+        edges_from(&graph, "a"),
+        vec![("a::head", 3), ("a::tail", 4)],
+        "relative paths to declared children count; inside an inline module or after `::` they do not"
+    );
+    assert_eq!(graph.cycles(), cycles(&[&["a", "a::head"]]));
+    assert!(graph.top_level_cycles().is_empty());
+}
