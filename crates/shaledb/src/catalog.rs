@@ -24,6 +24,13 @@ pub struct MediaDirs {
     pub staging_bytes_max: u64,
 }
 
+impl MediaDirs {
+    /// Where index checkpoints live: the fastest class present.
+    pub fn checkpoint_dir(&self) -> &Path {
+        self.staging_dir.as_deref().unwrap_or(&self.capacity_dir)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Catalog {
     pub format_version: u32,

@@ -1,4 +1,5 @@
-//! The checkpointer: when a checkpoint is due, and writing one consistently while commits go on.
+//! The checkpointer: when an index checkpoint is due, and writing one consistently while commits
+//! go on. The file format is in `checkpoint.rs`.
 //!
 //! Consistency (see docs/ARCHITECTURE.md, invariant I5): replay positions are taken before the
 //! indexes are read, and every appended record is in its index before its head's lock is
@@ -6,7 +7,7 @@
 //! after it is replayed. Log data up to the end of the index scan is made durable before the
 //! rename, so no checkpoint entry points at bytes a crash could lose.
 
-use super::format::{self, CheckpointEncoder};
+use crate::checkpoint::{self, CheckpointEncoder};
 use crate::error::Result;
 use crate::index::Key;
 use crate::log::LogHead;
@@ -117,7 +118,7 @@ impl Checkpointer {
         let bytes = encoder.finish();
         // Everything the scan saw must be durable before the checkpoint names it.
         store.heads.flush_all(true)?;
-        format::store(&self.dir, &bytes)?;
+        checkpoint::store(&self.dir, &bytes)?;
         store.counters.checkpoints_written.add(1);
         store
             .counters

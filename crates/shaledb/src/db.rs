@@ -3,11 +3,9 @@
 //! snapshots, transactions and maintenance; closing flushes, checkpoints and releases the home.
 
 use crate::batch::WriteBatch;
-use crate::cache::ValueCache;
 use crate::catalog::{Catalog, CatalogEntry};
 use crate::check::{self, CheckReport};
-use crate::checkpoint::Checkpointer;
-use crate::counters::Counters;
+use crate::checkpointer::Checkpointer;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::Cleaner;
@@ -15,23 +13,18 @@ use crate::home::{lock_home, resolve_media};
 use crate::index::KvsIndex;
 use crate::kvs::Kvs;
 use crate::limits::{KVS_COUNT_MAX, KVS_NAME_BYTES_MAX};
-use crate::log::{Heads, HeadsConfig};
-use crate::media::MediaClass;
 use crate::options::{KvsOptions, Options};
-use crate::poison::Poison;
-use crate::recovery::{self, RecoveryReport};
-use crate::segment::SegmentTable;
+use crate::recovery::RecoveryReport;
 use crate::snapshot::Snapshot;
-use crate::space::SpaceBudget;
 use crate::stats::Stats;
-use crate::store::{KvsSet, KvsState, Store};
+use crate::store::{KvsState, Store};
 use crate::txn::{Transaction, TxnOptions};
 use crate::worker::{Jobs, Workers};
 use parking_lot::{Mutex, RwLock};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A KVDB: a directory holding named KVSs. Cheap to share: clone the [`Kvs`] handles it gives,
@@ -76,94 +69,19 @@ impl Db {
             catalog.media = Some(media.clone());
             catalog.store(&home)?;
         }
-        // Checkpoints go to the fastest class present.
-        let checkpoint_dir = media
-            .staging_dir
-            .clone()
-            .unwrap_or_else(|| media.capacity_dir.clone());
-        let mut class_dirs = vec![(MediaClass::Capacity, media.capacity_dir.as_path())];
-        if let Some(staging) = &media.staging_dir {
-            class_dirs.push((MediaClass::Staging, staging.as_path()));
-        }
-        let counters = Counters::default();
-        let kvs_ids: HashSet<u32> = catalog.kvs.values().map(|entry| entry.id).collect();
-        let started = std::time::Instant::now();
-        let recovered = recovery::recover(
-            &checkpoint_dir,
-            &class_dirs,
-            &kvs_ids,
-            options.direct_io,
-            &counters,
-        )?;
-        tracing::info!(
-            home = %home.display(),
-            millis = started.elapsed().as_millis() as u64,
-            report = ?recovered.report,
-            "KVDB recovered"
-        );
-        let segments = Arc::new(SegmentTable::new(
-            [
-                media
-                    .staging_dir
-                    .clone()
-                    .unwrap_or_else(|| home.join(MediaClass::Staging.name())),
-                media.capacity_dir.clone(),
-            ],
-            recovered.next_segment_id,
-        ));
-        for segment in recovered.segments {
-            segments.insert(segment);
-        }
-        let next_seqno = Arc::new(AtomicU64::new(recovered.next_seqno));
-        let poison = Arc::new(Poison::default());
-        let heads = Heads::open(
-            &HeadsConfig {
-                segment_bytes: options.segment_bytes,
-                write_buffer_bytes: options.write_buffer_bytes,
-                flush_chunk_bytes: options.flush_chunk_bytes,
-                direct_io: options.direct_io,
-                segments: segments.clone(),
-                poison: poison.clone(),
-                next_seqno: next_seqno.clone(),
-            },
-            media.staging_dir.is_some(),
-            |class| counters.media(class).clone(),
-        )?;
-        let mut indexes = recovered.indexes;
-        let kvs = KvsSet::default();
-        let mut kvs_by_name = HashMap::new();
-        for (name, entry) in &catalog.kvs {
-            let state = Arc::new(KvsState::new(
-                entry.id,
-                name.clone(),
-                entry.options.clone(),
-                indexes.remove(&entry.id).unwrap_or_default(),
-            ));
-            kvs_by_name.insert(name.clone(), state.clone());
-            kvs.insert(state);
-        }
-        let space = SpaceBudget::new(
-            options.space_bytes_max,
-            options.reserve_segments * options.segment_bytes,
-            // Without a cleaner nothing could bring usage back under a soft budget.
-            if options.cleaner {
-                options.space_target_live_ratio
-            } else {
-                0.0
-            },
-        );
-        space.refresh(&segments, &media.capacity_dir)?;
-        let store = Arc::new(Store {
-            segments,
-            heads,
-            kvs,
-            next_seqno,
-            covered_seqno: AtomicU64::new(recovered.covered_seqno),
-            space,
-            cache: ValueCache::new(options.cache_bytes),
-            counters,
-            poison,
-        });
+        let kvs: Vec<(u32, String, KvsOptions)> = catalog
+            .kvs
+            .iter()
+            .map(|(name, entry)| (entry.id, name.clone(), entry.options.clone()))
+            .collect();
+        let (store, recovery_report) = Store::open(&home, &media, &options, kvs)?;
+        let store = Arc::new(store);
+        let kvs_by_name: HashMap<String, Arc<KvsState>> = store
+            .kvs
+            .all()
+            .into_iter()
+            .map(|state| (state.name.clone(), state))
+            .collect();
         let cleaner = Arc::new(Cleaner::new(
             store.clone(),
             options.space_target_live_ratio,
@@ -171,7 +89,7 @@ impl Db {
         ));
         let checkpointer = Arc::new(Checkpointer::new(
             store.clone(),
-            checkpoint_dir,
+            media.checkpoint_dir().to_path_buf(),
             options.checkpoint_interval_bytes,
         ));
         let workers = Workers::start(Jobs {
@@ -182,7 +100,7 @@ impl Db {
             clean: options.cleaner,
             capacity_dir: media.capacity_dir.clone(),
         })?;
-        let visible_seqno = recovered.next_seqno - 1;
+        let visible_seqno = store.next_seqno.load(Ordering::SeqCst) - 1;
         Ok(Db {
             engine: Arc::new(Engine::new(store, options, visible_seqno)),
             home,
@@ -190,7 +108,7 @@ impl Db {
             kvs_by_name: RwLock::new(kvs_by_name),
             cleaner,
             checkpointer,
-            recovery_report: recovered.report,
+            recovery_report,
             workers: Mutex::new(Some(workers)),
             lock_file: Mutex::new(Some(lock_file)),
         })

@@ -26,6 +26,7 @@ mod cache;
 mod catalog;
 mod check;
 mod checkpoint;
+mod checkpointer;
 mod commit;
 mod conflicts;
 mod counters;

@@ -2,7 +2,7 @@
 //! interval) and maintenance (cleaner steps and periodic checkpoints). A panic or error in a
 //! worker poisons the KVDB rather than leaving it silently degraded.
 
-use crate::checkpoint::Checkpointer;
+use crate::checkpointer::Checkpointer;
 use crate::error::{Error, Result};
 use crate::gc::Cleaner;
 use crate::media::MediaClass;

@@ -6,6 +6,7 @@
 //! transactions or of the jobs themselves.
 
 mod kvs_set;
+mod open;
 mod read;
 
 pub use kvs_set::{KvsSet, KvsState};
