@@ -12,12 +12,15 @@
 //! It is meant for tests of other crates (as a dev-dependency):
 //!
 //! ```no_run
-//! let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-//! let graph = layering::read_crate(&src).unwrap();
-//! let doc = std::fs::read_to_string("../../docs/ARCHITECTURE.md").unwrap();
-//! let map = layering::LayerMap::from_markdown(&doc, "## Module map (`crates/shaledb/src`)").unwrap();
-//! let violations = map.check(&graph);
-//! assert!(violations.is_empty(), "{}", violations.iter().map(|v| format!("{v}\n")).collect::<String>());
+//! let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+//! let checked = layering::check_crate(
+//!     &dir.join("src"),
+//!     &dir.join("../../docs/ARCHITECTURE.md"),
+//!     "## Module map (`crates/shaledb/src`)",
+//! );
+//! if let Err(problems) = checked {
+//!     panic!("{problems}");
+//! }
 //! ```
 //!
 //! The parser is a tokenizer, not a Rust parser: it ignores comments and literals, follows
@@ -135,6 +138,38 @@ pub fn read_crate(src_dir: &Path) -> Result<ModuleGraph, String> {
         .map(|((from, to), line)| Edge { from, to, line })
         .collect();
     Ok(ModuleGraph { modules, edges })
+}
+
+/// Reads the crate in `src_dir` and checks it against the module map under `heading` in the
+/// markdown file `doc`, and for import cycles between files and between top-level modules.
+/// Returns the graph when all is well, else one message naming every problem.
+pub fn check_crate(src_dir: &Path, doc: &Path, heading: &str) -> Result<ModuleGraph, String> {
+    let graph = read_crate(src_dir)?;
+    let text = fs::read_to_string(doc).map_err(|e| format!("{}: {e}", doc.display()))?;
+    let map = LayerMap::from_markdown(&text, heading)?;
+    let mut problems: Vec<String> = map.check(&graph).iter().map(ToString::to_string).collect();
+    for cycle in graph.cycles() {
+        problems.push(format!(
+            "files import each other in a circle: {}",
+            cycle.join(", ")
+        ));
+    }
+    for cycle in graph.top_level_cycles() {
+        problems.push(format!(
+            "modules import each other in a circle: {}",
+            cycle.join(", ")
+        ));
+    }
+    if problems.is_empty() {
+        Ok(graph)
+    } else {
+        Err(format!(
+            "{} does not follow the module map in {}:\n  {}",
+            src_dir.display(),
+            doc.display(),
+            problems.join("\n  ")
+        ))
+    }
 }
 
 fn module_name(segments: &[String]) -> String {

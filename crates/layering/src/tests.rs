@@ -485,3 +485,34 @@ fn a_parent_using_its_declared_child_is_an_edge_and_can_close_a_cycle() {
     assert_eq!(graph.cycles(), cycles(&[&["a", "a::head"]]));
     assert!(graph.top_level_cycles().is_empty());
 }
+
+#[test]
+fn check_crate_names_every_violation_and_circle_or_returns_the_graph() {
+    let doc = "# Doc\n\n## Map\n\n| module | may touch |\n|---|---|\n| `a` | — |\n| `b` | `a` |\n";
+    let clean = fixture(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a.rs", "pub struct X;\n"),
+        ("b.rs", "use crate::a::X;\n"),
+        ("DOC.md", doc),
+    ]);
+    let checked = check_crate(clean.path(), &clean.path().join("DOC.md"), "## Map");
+    assert_eq!(checked.map(|graph| graph.edges().len()), Ok(1));
+    let tangled = fixture(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a.rs", "use crate::b::Y;\npub struct X;\n"),
+        ("b.rs", "use crate::a::X;\npub struct Y;\n"),
+        ("DOC.md", doc),
+    ]);
+    let problems = check_crate(tangled.path(), &tangled.path().join("DOC.md"), "## Map")
+        .expect_err("a uses b against the map, in a circle");
+    assert!(problems.contains("`a` uses `b`"), "{problems}");
+    assert!(
+        problems.contains("files import each other in a circle: a, b"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("modules import each other in a circle: a, b"),
+        "{problems}"
+    );
+    assert!(check_crate(clean.path(), &clean.path().join("DOC.md"), "## Other").is_err());
+}

@@ -101,10 +101,7 @@ impl Engine {
             return Ok(());
         }
         // Pacing happens before any lock is taken, so a slowed writer blocks nobody.
-        let total_bytes: usize = ops
-            .iter()
-            .map(|op| record::encoded_len(op.key.len(), op.value.len()))
-            .sum();
+        let total_bytes: usize = ops.iter().map(BatchOp::encoded_len).sum();
         if let Some(delay) = self.store.space.admit(total_bytes as u64)? {
             // The reserve is running low: give the cleaner time, in proportion.
             std::thread::sleep(delay);

@@ -84,8 +84,8 @@ impl Cleaner {
     /// One step of background cleaning: frees a segment if the KVDB is over its space target.
     /// Returns whether it freed one.
     pub fn clean_step(&self) -> Result<bool> {
-        let store = &self.store;
         let _one_pass = self.pass.lock();
+        let store = &self.store;
         if let Some(oldest) = self.staging_overflow() {
             return self.clean_segment(&oldest, true);
         }
@@ -131,8 +131,8 @@ impl Cleaner {
     /// Seals the active segments and cleans every segment that holds dead data; returns how many
     /// were freed.
     pub fn compact(&self) -> Result<u64> {
-        let store = &self.store;
         let _one_pass = self.pass.lock();
+        let store = &self.store;
         for head in store.heads.all() {
             head.seal_active()?;
         }
@@ -152,9 +152,7 @@ impl Cleaner {
         // Invariant I6: a tombstone may go only when the checkpoint covers it and no other segment
         // old enough to hold an older version of its key remains (a segment without records holds
         // none, and the cleaner never copies a version its tombstone made dead).
-        let covered_seqno = store
-            .covered_seqno
-            .load(std::sync::atomic::Ordering::SeqCst);
+        let covered_seqno = store.covered_seqno.load(Ordering::SeqCst);
         let oldest_other_created = store
             .segments
             .all()
