@@ -39,13 +39,7 @@ impl SegmentFile {
         purpose: WritePurpose,
     ) -> Result<Self> {
         let (file, direct) = Self::open_file(path, direct_io, true)?;
-        let mut segment = SegmentFile {
-            path: path.to_owned(),
-            file,
-            direct,
-            read_align: PAGE_BYTES,
-            counters,
-        };
+        let mut segment = Self::page_aligned(path, file, direct, counters);
         segment.write_at(0, header.padded(), purpose)?;
         segment.sync()?;
         segment.read_align = segment.probe_read_alignment();
@@ -54,15 +48,20 @@ impl SegmentFile {
 
     pub fn open(path: &Path, direct_io: bool, counters: Arc<MediaCounters>) -> Result<Self> {
         let (file, direct) = Self::open_file(path, direct_io, false)?;
-        let mut segment = SegmentFile {
+        let mut segment = Self::page_aligned(path, file, direct, counters);
+        segment.read_align = segment.probe_read_alignment();
+        Ok(segment)
+    }
+
+    /// A segment file whose exact reads are page-aligned until its alignment is probed.
+    fn page_aligned(path: &Path, file: File, direct: bool, counters: Arc<MediaCounters>) -> Self {
+        SegmentFile {
             path: path.to_owned(),
             file,
             direct,
             read_align: PAGE_BYTES,
             counters,
-        };
-        segment.read_align = segment.probe_read_alignment();
-        Ok(segment)
+        }
     }
 
     /// Sector-aligned direct reads work where the device's logical block is 512 bytes; where
