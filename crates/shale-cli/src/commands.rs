@@ -130,12 +130,10 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
                     "{} segments, {} records ({} bytes), {} index entries",
                     report.segments, report.records, report.record_bytes, report.index_entries
                 )?;
-                for line in &report.torn_tails {
-                    writeln!(out, "torn tail (expected after a crash): {line}")?;
-                }
                 for line in report
-                    .corruptions
+                    .file_errors
                     .iter()
+                    .chain(&report.corruptions)
                     .chain(&report.index_errors)
                     .chain(&report.live_bytes_mismatches)
                 {

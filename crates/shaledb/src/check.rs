@@ -1,15 +1,22 @@
-//! `check`: verify every record on media and every index entry of the store, like `fsck`.
+//! `check`: verify everything recovery relies on, like `fsck`: the manifest file, the
+//! checkpoint file, every segment file against the manifest (none missing, none unexpected),
+//! every record of every segment (each sealed segment reads back exactly as it was sealed, the
+//! active ones up to where they were appended), every index entry, and the live-byte counters.
 //! Meant for a quiet KVDB (the CLI's `shale check`); concurrent writes make the live-byte
-//! comparison approximate, never the CRC checks. The caller pauses the cleaner, which moves
+//! comparison approximate, never the others. The caller pauses the cleaner, which moves
 //! records, for the whole check.
 
+use crate::checkpoint;
 use crate::error::Result;
 use crate::index::{Entry, Key};
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::media::ReadPurpose;
-use crate::segment::{scan_records, SegmentId};
+use crate::manifest::Manifest;
+use crate::media::{MediaClass, ReadPurpose};
+use crate::segment::{list_segment_files, scan_records, SegmentId};
 use crate::store::Store;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
 
 /// What `check` found.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -18,10 +25,11 @@ pub struct CheckReport {
     pub records: u64,
     pub record_bytes: u64,
     pub index_entries: u64,
-    /// Records failing validation: "file at offset: reason".
+    /// Records failing validation, and segments that do not read back as they were sealed or
+    /// appended: "file at offset: reason".
     pub corruptions: Vec<String>,
-    /// Segments ending in a torn record (normal after a crash; nothing acknowledged is there).
-    pub torn_tails: Vec<String>,
+    /// Damaged, missing or unexpected files: the manifest, the checkpoint, segment files.
+    pub file_errors: Vec<String>,
     /// Index entries that do not point at a valid record of their key.
     pub index_errors: Vec<String>,
     /// Segments whose live-byte counter disagrees with the index.
@@ -31,14 +39,16 @@ pub struct CheckReport {
 impl CheckReport {
     pub fn is_ok(&self) -> bool {
         self.corruptions.is_empty()
+            && self.file_errors.is_empty()
             && self.index_errors.is_empty()
             && self.live_bytes_mismatches.is_empty()
     }
 }
 
-pub fn check(store: &Store) -> Result<CheckReport> {
+pub fn check(store: &Store, checkpoint_dir: &Path) -> Result<CheckReport> {
     store.heads.flush_all(false)?;
     let mut report = CheckReport::default();
+    check_files(store, checkpoint_dir, &mut report)?;
     // Every version the indexes hold, by segment and offset, so one sequential pass per
     // segment verifies both the records and the entries pointing at them.
     let mut expected: HashMap<SegmentId, Vec<Expected>> = HashMap::new();
@@ -73,9 +83,15 @@ pub fn check(store: &Store) -> Result<CheckReport> {
         let mut next = 0;
         let mut live_bytes = 0;
         let path = segment.path().display().to_string();
+        // Sealed, it must read back exactly as sealed; active, up to what was appended.
+        let (end, counted) = match segment.sealed() {
+            Some(seal) => (seal.end_bytes, Some((seal.record_count, seal.records_crc))),
+            None => (segment.end_bytes(), None),
+        };
         let summary = scan_records(
             &segment.file,
             SEGMENT_HEADER_BYTES,
+            end,
             ReadPurpose::Other,
             |offset, record| {
                 report.records += 1;
@@ -121,10 +137,19 @@ pub fn check(store: &Store) -> Result<CheckReport> {
                 .corruptions
                 .push(format!("{path} at {offset}: {reason}"));
         }
-        if summary.torn_tail {
-            report
-                .torn_tails
-                .push(format!("{path} at {}", summary.end_offset));
+        let read_back = summary.end_offset == end
+            && !summary.torn_tail
+            && counted.is_none_or(|counted| counted == (summary.records, summary.records_crc));
+        if !read_back {
+            report.corruptions.push(format!(
+                "{path} at {}: its records read back to here ({} of them), but it holds {}",
+                summary.end_offset,
+                summary.records,
+                match counted {
+                    Some((records, _)) => format!("{records} records ending at {end} (sealed)"),
+                    None => format!("records up to {end}"),
+                }
+            ));
         }
         if live_bytes != segment.live_bytes() {
             report.live_bytes_mismatches.push(format!(
@@ -143,6 +168,83 @@ pub fn check(store: &Store) -> Result<CheckReport> {
         }
     }
     Ok(report)
+}
+
+/// The manifest and checkpoint files decode, and the segment files on media are exactly the
+/// segments the manifest and the store hold.
+fn check_files(store: &Store, checkpoint_dir: &Path, report: &mut CheckReport) -> Result<()> {
+    let manifest = &store.lifecycle.manifest;
+    match Manifest::open(
+        manifest.path().parent().expect("a home"),
+        true,
+        Arc::default(),
+    ) {
+        Ok(Some((on_disk, loaded))) => {
+            if *on_disk.state() != *manifest.state() {
+                report.file_errors.push(format!(
+                    "{}: the file does not describe what the open KVDB holds",
+                    manifest.path().display()
+                ));
+            }
+            if let Some(torn) = loaded.torn_tail {
+                report
+                    .file_errors
+                    .push(format!("manifest: a torn last edit: {torn}"));
+            }
+        }
+        Ok(None) => report
+            .file_errors
+            .push(format!("{}: missing", manifest.path().display())),
+        Err(error) => report.file_errors.push(error.to_string()),
+    }
+    if let Err(error) = checkpoint::load(checkpoint_dir) {
+        report.file_errors.push(error.to_string());
+    }
+    let live: BTreeSet<SegmentId> = manifest.state().segments.keys().copied().collect();
+    let held: BTreeSet<SegmentId> = store
+        .segments
+        .all()
+        .iter()
+        .map(|segment| segment.id())
+        .collect();
+    for id in live.symmetric_difference(&held) {
+        report.file_errors.push(format!(
+            "segment {}: {}",
+            id.0,
+            if live.contains(id) {
+                "in the manifest but not held by the store"
+            } else {
+                "held by the store but not in the manifest"
+            }
+        ));
+    }
+    for class in MediaClass::ALL {
+        let dir = store.segments.dir(class);
+        if !dir.is_dir() {
+            continue;
+        }
+        let mut on_disk = BTreeSet::new();
+        for (id, path) in list_segment_files(dir)? {
+            if held.contains(&id) {
+                on_disk.insert(id);
+            } else {
+                report.file_errors.push(format!(
+                    "{}: a segment file that no manifest entry accounts for",
+                    path.display()
+                ));
+            }
+        }
+        for segment in store.segments.all() {
+            if segment.header.class == class && !on_disk.contains(&segment.id()) {
+                report.file_errors.push(format!(
+                    "{}: the file of segment {} is missing",
+                    segment.path().display(),
+                    segment.id().0
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 struct Expected {

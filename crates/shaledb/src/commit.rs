@@ -96,6 +96,7 @@ impl Engine {
         validate: &dyn Fn(&ConflictTracker) -> Result<()>,
     ) -> Result<()> {
         self.check_open()?;
+        self.check_writable()?;
         self.store.poison.check()?;
         if ops.is_empty() {
             return Ok(());

@@ -1,19 +1,21 @@
-//! [`Db`]: the public handle on one KVDB. It opens the home (lock, catalog, media directories),
-//! has recovery rebuild the store, starts the background jobs on it, and manages KVSs, batches,
-//! snapshots, transactions and maintenance; closing flushes, checkpoints and releases the home.
+//! [`Db`]: the public handle on one KVDB. It opens the home (locks, manifest, media
+//! directories), has the store recovered, starts the background jobs on it, and manages KVSs,
+//! batches, snapshots, transactions and maintenance; closing flushes, checkpoints, seals the
+//! active segments and releases the home.
 
 use crate::batch::WriteBatch;
-use crate::catalog::{Catalog, CatalogEntry};
 use crate::check::{self, CheckReport};
 use crate::checkpointer::Checkpointer;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::Cleaner;
-use crate::home::{lock_home, resolve_media};
+use crate::home::Home;
 use crate::index::KvsIndex;
 use crate::kvs::Kvs;
 use crate::limits::{KVS_COUNT_MAX, KVS_NAME_BYTES_MAX};
+use crate::manifest::Edit;
 use crate::options::{KvsOptions, Options};
+use crate::poison::Poison;
 use crate::recovery::RecoveryReport;
 use crate::snapshot::Snapshot;
 use crate::stats::Stats;
@@ -22,8 +24,7 @@ use crate::txn::{Transaction, TxnOptions};
 use crate::worker::{Jobs, Workers};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -31,15 +32,18 @@ use std::sync::Arc;
 /// or wrap it in an `Arc`. Dropping it closes it (see [`Db::close`]).
 pub struct Db {
     engine: Arc<Engine>,
-    home: PathBuf,
-    catalog: Mutex<Catalog>,
-    /// The KVSs by name (the store knows them by id); changed only with the catalog locked.
+    /// The home, its manifest and the locks on every directory; released at close.
+    home: Mutex<Option<Home>>,
+    path: std::path::PathBuf,
+    /// The KVSs by name (the store knows them by id); changed only under `kvs_changes`.
     kvs_by_name: RwLock<HashMap<String, Arc<KvsState>>>,
+    /// One KVS creation or drop at a time, so a name is checked and recorded together.
+    kvs_changes: Mutex<()>,
     cleaner: Arc<Cleaner>,
     checkpointer: Arc<Checkpointer>,
+    checkpoint_dir: std::path::PathBuf,
     recovery_report: RecoveryReport,
     workers: Mutex<Option<Workers>>,
-    lock_file: Mutex<Option<File>>,
 }
 
 fn validate_kvs_name(name: &str) -> Result<()> {
@@ -52,29 +56,18 @@ fn validate_kvs_name(name: &str) -> Result<()> {
 }
 
 impl Db {
-    /// Creates or opens the KVDB in directory `path`.
+    /// Opens the KVDB in directory `path`, or creates one there if the directory is empty or
+    /// missing (and `options.create_if_missing`). A directory that holds files but no KVDB
+    /// manifest is an error: a KVDB is never silently created over something else.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        let home = path.as_ref().to_path_buf();
-        std::fs::create_dir_all(&home)
-            .map_err(|error| Error::io(format!("create {}", home.display()), error))?;
-        let lock_file = lock_home(&home)?;
-        let mut catalog: Catalog = Catalog::load(&home)?.unwrap_or_default();
-        let media = resolve_media(&home, &options, catalog.media.as_ref())?;
-        for dir in std::iter::once(&media.capacity_dir).chain(media.staging_dir.as_ref()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
-        }
-        if catalog.media.as_ref() != Some(&media) {
-            catalog.media = Some(media.clone());
-            catalog.store(&home)?;
-        }
-        let kvs: Vec<(u32, String, KvsOptions)> = catalog
-            .kvs
-            .iter()
-            .map(|(name, entry)| (entry.id, name.clone(), entry.options.clone()))
-            .collect();
-        let (store, recovery_report) = Store::open(&home, &media, &options, kvs)?;
+        let poison = Arc::new(Poison::default());
+        let home = Home::open(path.as_ref(), &options, poison.clone())?;
+        let (store, mut recovery_report) = Store::open(&home, &options, poison)?;
+        recovery_report.created = home.report.created;
+        recovery_report.upgraded_from_catalog = home.report.upgraded_from_catalog;
+        recovery_report.manifest_torn_tail = home.report.manifest_torn_tail.clone();
+        recovery_report.adopted_dirs = home.report.adopted_dirs.clone();
         let store = Arc::new(store);
         let kvs_by_name: HashMap<String, Arc<KvsState>> = store
             .kvs
@@ -85,32 +78,42 @@ impl Db {
         let cleaner = Arc::new(Cleaner::new(
             store.clone(),
             options.space_target_live_ratio,
-            media.staging_bytes_max,
+            home.manifest.state().media.staging_bytes_max,
         ));
         let checkpointer = Arc::new(Checkpointer::new(
             store.clone(),
-            media.checkpoint_dir().to_path_buf(),
+            home.checkpoint_dir().to_path_buf(),
             options.checkpoint_interval_bytes,
         ));
-        let workers = Workers::start(Jobs {
-            store: store.clone(),
-            cleaner: cleaner.clone(),
-            checkpointer: checkpointer.clone(),
-            durability: options.durability,
-            clean: options.cleaner,
-            capacity_dir: media.capacity_dir.clone(),
-        })?;
+        if recovery_report.checkpoint_rejected.is_some() && !options.read_only {
+            // The index was rebuilt from every segment; replace the damaged file at once.
+            checkpointer.write()?;
+        }
+        let workers = if options.read_only {
+            None
+        } else {
+            Some(Workers::start(Jobs {
+                store: store.clone(),
+                cleaner: cleaner.clone(),
+                checkpointer: checkpointer.clone(),
+                durability: options.durability,
+                clean: options.cleaner,
+                capacity_dir: home.capacity_dir().to_path_buf(),
+            })?)
+        };
         let visible_seqno = store.next_seqno.load(Ordering::SeqCst) - 1;
+        let checkpoint_dir = home.checkpoint_dir().to_path_buf();
         Ok(Db {
             engine: Arc::new(Engine::new(store, options, visible_seqno)),
-            home,
-            catalog: Mutex::new(catalog),
+            path: home.path.clone(),
+            home: Mutex::new(Some(home)),
             kvs_by_name: RwLock::new(kvs_by_name),
+            kvs_changes: Mutex::new(()),
             cleaner,
             checkpointer,
+            checkpoint_dir,
             recovery_report,
-            workers: Mutex::new(Some(workers)),
-            lock_file: Mutex::new(Some(lock_file)),
+            workers: Mutex::new(workers),
         })
     }
 
@@ -138,29 +141,28 @@ impl Db {
                 options.media_policy
             )));
         }
-        let mut catalog = self.catalog.lock();
+        self.engine.check_writable()?;
+        let _one_change = self.kvs_changes.lock();
         if let Some(state) = self.kvs_by_name.read().get(name) {
             return Ok(self.handle(state.clone()));
         }
-        if catalog.kvs.len() >= KVS_COUNT_MAX {
+        let manifest = &self.store().lifecycle.manifest;
+        let (count, id) = {
+            let state = manifest.state();
+            (state.kvs.len(), state.next_kvs_id)
+        };
+        if count >= KVS_COUNT_MAX {
             return Err(Error::LimitExceeded {
                 what: "KVS count",
                 limit: KVS_COUNT_MAX as u64,
-                actual: catalog.kvs.len() as u64 + 1,
+                actual: count as u64 + 1,
             });
         }
-        let id = catalog.next_kvs_id;
-        let mut updated = catalog.clone();
-        updated.next_kvs_id += 1;
-        updated.kvs.insert(
-            name.to_string(),
-            CatalogEntry {
-                id,
-                options: options.clone(),
-            },
-        );
-        updated.store(&self.home)?;
-        *catalog = updated;
+        manifest.record(&Edit::KvsCreated {
+            id,
+            name: name.to_string(),
+            options: options.clone(),
+        })?;
         let state = Arc::new(KvsState::new(
             id,
             name.to_string(),
@@ -181,26 +183,25 @@ impl Db {
     /// Names of all KVSs, sorted.
     pub fn list_kvs(&self) -> Result<Vec<String>> {
         self.engine.check_open()?;
-        Ok(self.catalog.lock().kvs.keys().cloned().collect())
+        let mut names: Vec<String> = self.kvs_by_name.read().keys().cloned().collect();
+        names.sort();
+        Ok(names)
     }
 
     /// Drops the KVS `name` and all its data. Its handles return errors afterwards.
     pub fn drop_kvs(&self, name: &str) -> Result<()> {
         self.engine.check_open()?;
-        let mut catalog = self.catalog.lock();
-        let Some(entry) = catalog.kvs.get(name).cloned() else {
+        self.engine.check_writable()?;
+        let _one_change = self.kvs_changes.lock();
+        let Some(state) = self.kvs_by_name.read().get(name).cloned() else {
             return Err(Error::KvsNotFound(name.to_string()));
         };
-        let mut updated = catalog.clone();
-        updated.kvs.remove(name);
-        updated.store(&self.home)?;
-        *catalog = updated;
-        let state = self
-            .kvs_by_name
-            .write()
-            .remove(name)
-            .expect("catalog and map agree");
-        self.store().kvs.remove(entry.id);
+        self.store()
+            .lifecycle
+            .manifest
+            .record(&Edit::KvsDropped { id: state.id })?;
+        self.kvs_by_name.write().remove(name);
+        self.store().kvs.remove(state.id);
         let mut index = state.index.write();
         state.mark_dropped();
         index.for_each_version(|_, entry| self.store().free(entry));
@@ -278,12 +279,14 @@ impl Db {
     /// Runs the cleaner now over every segment holding dead data; returns the segments freed.
     pub fn compact(&self) -> Result<u64> {
         self.engine.check_open()?;
+        self.engine.check_writable()?;
         self.cleaner.compact()
     }
 
     /// Writes an index checkpoint now.
     pub fn checkpoint(&self) -> Result<()> {
         self.engine.check_open()?;
+        self.engine.check_writable()?;
         self.checkpointer.write()
     }
 
@@ -293,7 +296,7 @@ impl Db {
         self.engine.check_open()?;
         // The cleaner moves records; it must not run between reading the index and the media.
         let _no_cleaning = self.cleaner.pause();
-        check::check(self.store())
+        check::check(self.store(), &self.checkpoint_dir)
     }
 
     /// What recovery did when this KVDB opened.
@@ -302,7 +305,7 @@ impl Db {
     }
 
     pub fn path(&self) -> &Path {
-        &self.home
+        &self.path
     }
 
     /// A copy of the engine's counters.
@@ -317,17 +320,24 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
-        let Some(workers) = self.workers.lock().take() else {
+        let Some(home) = self.home.lock().take() else {
             return Ok(());
         };
-        workers.stop();
-        let result = (|| {
-            self.store().poison.check()?;
-            self.store().heads.flush_all(true)?;
-            self.checkpointer.write()
-        })();
+        let result = match self.workers.lock().take() {
+            // Read-only: nothing was written, nothing to make durable.
+            None => Ok(()),
+            Some(workers) => {
+                workers.stop();
+                (|| {
+                    self.store().poison.check()?;
+                    self.store().heads.flush_all(true)?;
+                    self.checkpointer.write()?;
+                    self.store().heads.close()
+                })()
+            }
+        };
         self.engine.mark_closed();
-        self.lock_file.lock().take();
+        drop(home);
         result
     }
 }

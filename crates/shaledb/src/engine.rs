@@ -64,6 +64,14 @@ impl Engine {
         Ok(())
     }
 
+    /// Writes are refused when the KVDB is open read-only.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.options.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
     /// Every handle fails with `Closed` from now on.
     pub fn mark_closed(&self) {
         self.closed.store(true, Ordering::Release);

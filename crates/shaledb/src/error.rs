@@ -23,10 +23,12 @@ pub enum ErrorKind {
     Poisoned,
     /// The KVDB was closed or the KVS dropped.
     Closed,
-    /// A named object (KVS) does not exist.
+    /// A named object (KVS, KVDB) does not exist.
     NotFound,
     /// A transaction lost to a concurrent commit; nothing of it was written. Retry it.
     Conflict,
+    /// The KVDB is open read-only: nothing may change it.
+    ReadOnly,
 }
 
 /// Everything that can go wrong in ShaleDB.
@@ -61,6 +63,10 @@ pub enum Error {
     Closed(&'static str),
     #[error("KVS {0:?} does not exist")]
     KvsNotFound(String),
+    #[error("no KVDB at {} (and none is created there: the directory is missing and creation was not asked for, or the KVDB is opened read-only)", .0.display())]
+    KvdbNotFound(PathBuf),
+    #[error("the KVDB is open read-only: nothing may change it")]
+    ReadOnly,
     #[error("transaction conflict: {0}")]
     Conflict(String),
 }
@@ -77,7 +83,8 @@ impl Error {
             Error::Locked(_) => ErrorKind::Locked,
             Error::Poisoned(_) => ErrorKind::Poisoned,
             Error::Closed(_) => ErrorKind::Closed,
-            Error::KvsNotFound(_) => ErrorKind::NotFound,
+            Error::KvsNotFound(_) | Error::KvdbNotFound(_) => ErrorKind::NotFound,
+            Error::ReadOnly => ErrorKind::ReadOnly,
             Error::Conflict(_) => ErrorKind::Conflict,
         }
     }

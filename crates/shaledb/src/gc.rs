@@ -6,11 +6,11 @@
 //! client segment go to the young cleaner head, records cleaned again go to the old one, so
 //! cold data collects in segments that rarely need cleaning and never mixes with fresh writes.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index::Liveness;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::log::LogHead;
-use crate::media::{sync_dir, MediaClass, ReadPurpose};
+use crate::media::{MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
 use crate::record::{self, RecordKind, RecordRef};
 use crate::segment::{scan_records, HeadKind, Location, SegmentMeta};
@@ -184,6 +184,7 @@ impl Cleaner {
         let summary = scan_records(
             &victim.file,
             SEGMENT_HEADER_BYTES,
+            victim.sealed().map_or(u64::MAX, |seal| seal.end_bytes),
             ReadPurpose::Cleaning,
             |offset, record| {
                 let from = Location {
@@ -236,9 +237,19 @@ impl Cleaner {
                 Ok(())
             },
         )?;
-        if !summary.corruptions.is_empty() {
-            tracing::error!(segment = %victim.path().display(), corruptions = ?summary.corruptions,
-                "not freeing a segment with corrupt records");
+        let whole = victim.sealed().is_some_and(|seal| {
+            summary.corruptions.is_empty()
+                && !summary.torn_tail
+                && summary.end_offset == seal.end_bytes
+                && summary.records == seal.record_count
+                && summary.records_crc == seal.records_crc
+        });
+        if !whole {
+            // What could not be read may hold the only copy of something: keep it all.
+            tracing::error!(segment = %victim.path().display(), seal = ?victim.sealed(),
+                end = summary.end_offset, records = summary.records,
+                corruptions = ?summary.corruptions, torn_tail = summary.torn_tail,
+                "not freeing a segment that does not read back as it was sealed");
             victim.quarantine();
             return Ok(false);
         }
@@ -246,18 +257,10 @@ impl Cleaner {
         for head in store.heads.cleaners() {
             head.flush(true)?;
         }
-        store.segments.remove(victim.id());
+        store.lifecycle.free(victim)?;
         if victim.header.class == MediaClass::Capacity {
             store.space.note_freed(victim.disk_bytes());
         }
-        std::fs::remove_file(victim.path())
-            .map_err(|error| Error::io(format!("remove {}", victim.path().display()), error))?;
-        sync_dir(
-            victim
-                .path()
-                .parent()
-                .expect("segments live in a directory"),
-        )?;
         store.counters.cleaner_segments_cleaned.add(1);
         store
             .counters

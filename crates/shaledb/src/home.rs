@@ -1,33 +1,298 @@
-//! The KVDB's home directory: its `LOCK` (held while a process has the KVDB open) and the media
-//! directories the KVDB was created with.
+//! The KVDB's home and media directories: creating a KVDB (only in an empty home), opening its
+//! manifest, locking every directory, and checking that each media directory is the one the
+//! KVDB was created with (its identity file), so an empty, unmounted, foreign or shared
+//! directory is a clear error rather than a KVDB that silently lacks its data.
 
-use crate::catalog::MediaDirs;
 use crate::error::{Error, Result};
-use crate::media::MediaClass;
+use crate::identity::Identity;
+use crate::legacy::LegacyCatalog;
+use crate::limits::SEGMENT_HEADER_BYTES;
+use crate::manifest::{self, Edit, KvdbState, LoadReport, Manifest, MediaDirs};
+use crate::media::{remove_file_durably, MediaClass, MediaCounters, SegmentFile};
 use crate::options::Options;
+use crate::poison::Poison;
+use crate::segment::{list_segment_files, SegmentHeader};
+use std::collections::hash_map::RandomState;
 use std::fs::File;
-use std::path::Path;
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const LOCK_FILE_NAME: &str = "LOCK";
 
-/// The KVDB's media classes: those it was created with, or, for a new KVDB, those `options` give.
-pub fn resolve_media(
-    home: &Path,
-    options: &Options,
-    remembered: Option<&MediaDirs>,
-) -> Result<MediaDirs> {
-    let requested = MediaDirs {
-        capacity_dir: options
-            .capacity_dir
-            .clone()
-            .unwrap_or_else(|| home.join(MediaClass::Capacity.name())),
-        staging_dir: options.staging_dir.clone(),
+/// What opening the home did, for the recovery report.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HomeReport {
+    /// The KVDB was created by this open.
+    pub created: bool,
+    /// The KVDB was written by a ShaleDB without a manifest and was upgraded.
+    pub upgraded_from_catalog: bool,
+    /// The manifest's last edit was torn by a crash (and cut off); where.
+    pub manifest_torn_tail: Option<String>,
+    /// Media directories outside the home that were moved with it and now name it as owner.
+    pub adopted_dirs: Vec<String>,
+}
+
+/// An open home: its manifest, its media directories (absolute), and the locks held on all.
+pub struct Home {
+    pub path: PathBuf,
+    pub manifest: Arc<Manifest>,
+    /// Every media directory with its class, capacity first.
+    pub media: Vec<(MediaClass, PathBuf)>,
+    pub report: HomeReport,
+    /// Held until the home is dropped.
+    _locks: Vec<File>,
+}
+
+impl Home {
+    /// Opens (or, in an empty home, creates) the KVDB in `path`.
+    pub fn open(path: &Path, options: &Options, poison: Arc<Poison>) -> Result<Home> {
+        let may_create = options.create_if_missing && !options.read_only;
+        if may_create {
+            std::fs::create_dir_all(path)
+                .map_err(|error| Error::io(format!("create {}", path.display()), error))?;
+        } else if !path.is_dir() {
+            return Err(Error::KvdbNotFound(path.to_path_buf()));
+        }
+        let mut locks = vec![lock_dir(path, options.read_only)?];
+        let mut report = HomeReport::default();
+        let manifest = match Manifest::open(path, options.read_only, poison.clone())? {
+            Some((manifest, LoadReport { torn_tail, .. })) => {
+                report.manifest_torn_tail = torn_tail;
+                manifest
+            }
+            None if LegacyCatalog::exists(path) => {
+                if options.read_only {
+                    return Err(Error::InvalidArgument(format!(
+                        "KVDB {} was written by an older ShaleDB (catalog.json, no manifest); \
+                         open it once without read-only to upgrade it",
+                        path.display()
+                    )));
+                }
+                report.upgraded_from_catalog = true;
+                upgrade(path, options, poison)?
+            }
+            None if holds_only_an_unfinished_creation(path)? => {
+                if !may_create {
+                    return Err(Error::KvdbNotFound(path.to_path_buf()));
+                }
+                report.created = true;
+                create(path, options, poison)?
+            }
+            None => {
+                return Err(Error::corruption(
+                    path.join(manifest::FILE_NAME),
+                    0,
+                    "the home holds files but no manifest: the manifest was lost, or this is \
+                     not a KVDB (nothing is created here; a KVDB is created only in an empty \
+                     directory)",
+                ))
+            }
+        };
+        let media = {
+            let state = manifest.state();
+            check_requested_dirs(path, options, &state.media)?;
+            state.media.classes(path)
+        };
+        if let Some(budget) = changed_staging_budget(options, &manifest.state().media) {
+            if !options.read_only {
+                manifest.record(&Edit::Media(budget))?;
+            }
+        }
+        let kvdb_id = manifest.state().kvdb_id;
+        for (class, dir) in &media {
+            if !dir.is_dir() {
+                return Err(Error::InvalidArgument(format!(
+                    "the {} directory {} of KVDB {} is missing: is its device mounted?",
+                    class.name(),
+                    dir.display(),
+                    path.display()
+                )));
+            }
+            locks.push(lock_dir(dir, options.read_only)?);
+            if let Some(adopted) = check_identity(path, dir, *class, kvdb_id, options.read_only)? {
+                report.adopted_dirs.push(adopted);
+            }
+        }
+        Ok(Home {
+            path: path.to_path_buf(),
+            manifest: Arc::new(manifest),
+            media,
+            report,
+            _locks: locks,
+        })
+    }
+
+    pub fn capacity_dir(&self) -> &Path {
+        &self.media[0].1
+    }
+
+    pub fn staging_dir(&self) -> Option<&Path> {
+        self.media.get(1).map(|(_, dir)| dir.as_path())
+    }
+
+    /// Where index checkpoints live: the fastest class present.
+    pub fn checkpoint_dir(&self) -> &Path {
+        self.staging_dir().unwrap_or(self.capacity_dir())
+    }
+}
+
+/// A new KVDB in `home`: every media directory empty, given its identity, then the manifest
+/// (whose presence marks the creation complete).
+fn create(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<Manifest> {
+    let kvdb_id = random_id();
+    let capacity = options
+        .capacity_dir
+        .clone()
+        .unwrap_or_else(|| home.join(MediaClass::Capacity.name()));
+    let mut stored = Vec::new();
+    let requested = [
+        (MediaClass::Capacity, Some(capacity)),
+        (MediaClass::Staging, options.staging_dir.clone()),
+    ];
+    for (class, dir) in requested {
+        let Some(dir) = dir else {
+            stored.push(None);
+            continue;
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
+        if let Some(stray) = first_entry_but(&dir, &[crate::identity::FILE_NAME, LOCK_FILE_NAME])? {
+            return Err(Error::InvalidArgument(format!(
+                "the {} directory {} for the new KVDB {} is not empty (it holds {stray}); \
+                 give an empty directory",
+                class.name(),
+                dir.display(),
+                home.display()
+            )));
+        }
+        let (relative, owner_home) = place(home, &dir)?;
+        Identity {
+            kvdb_id,
+            class,
+            owner_home,
+        }
+        .store(&dir)?;
+        stored.push(Some(relative));
+    }
+    let media = MediaDirs {
+        capacity_dir: stored[0].clone().expect("capacity is always given"),
+        staging_dir: stored[1].clone(),
         staging_bytes_max: options.staging_bytes_max,
     };
-    let Some(remembered) = remembered else {
-        return Ok(requested);
+    Manifest::create(home, KvdbState::new(kvdb_id, media), poison)
+}
+
+/// Upgrades a KVDB written before the manifest: its catalog's KVSs and media directories, and
+/// every segment file found, recorded unsealed (recovery scans and seals them, as it does the
+/// active segments after a crash). The catalog is kept beside, renamed.
+fn upgrade(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<Manifest> {
+    let legacy = LegacyCatalog::load(home)?;
+    let kvdb_id = random_id();
+    let capacity = legacy
+        .capacity_dir
+        .clone()
+        .unwrap_or_else(|| home.join(MediaClass::Capacity.name()));
+    let mut media_dirs = vec![(MediaClass::Capacity, capacity.clone())];
+    media_dirs.extend(
+        legacy
+            .staging_dir
+            .clone()
+            .map(|dir| (MediaClass::Staging, dir)),
+    );
+    let mut stored = Vec::new();
+    for (class, dir) in &media_dirs {
+        std::fs::create_dir_all(dir)
+            .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
+        let (relative, owner_home) = place(home, dir)?;
+        Identity {
+            kvdb_id,
+            class: *class,
+            owner_home,
+        }
+        .store(dir)?;
+        stored.push(relative);
+    }
+    let mut state = KvdbState::new(
+        kvdb_id,
+        MediaDirs {
+            capacity_dir: stored[0].clone(),
+            staging_dir: stored.get(1).cloned(),
+            staging_bytes_max: legacy
+                .staging_bytes_max
+                .unwrap_or(options.staging_bytes_max),
+        },
+    );
+    let mut edits = vec![Edit::NextIds {
+        next_kvs_id: legacy.next_kvs_id,
+        next_segment_id: 1,
+    }];
+    for (id, name, kvs_options) in legacy.kvs {
+        edits.push(Edit::KvsCreated {
+            id,
+            name,
+            options: kvs_options,
+        });
+    }
+    for (class, dir) in &media_dirs {
+        for (id, path) in list_segment_files(dir)? {
+            let counters = Arc::new(MediaCounters::default());
+            let file = SegmentFile::open(&path, false, counters)?;
+            if file.len_bytes()? < SEGMENT_HEADER_BYTES {
+                // Its creation never completed: the old engine removed such files too.
+                remove_file_durably(&path)?;
+                continue;
+            }
+            let header = SegmentHeader::read(&file, &path)?;
+            edits.push(Edit::SegmentCreated {
+                id,
+                class: *class,
+                head: header.head,
+                created_seqno: header.created_seqno,
+            });
+        }
+    }
+    for edit in &edits {
+        state.apply(edit).map_err(|why| {
+            Error::corruption(
+                LegacyCatalog::path(home),
+                0,
+                format!("the old catalog and segments do not agree: {why}"),
+            )
+        })?;
+    }
+    let manifest = Manifest::create(home, state, poison)?;
+    LegacyCatalog::retire(home)?;
+    tracing::warn!(home = %home.display(), "upgraded a KVDB written before the manifest");
+    Ok(manifest)
+}
+
+/// Whether `home` holds nothing but the remains of a creation that never wrote its manifest:
+/// its LOCK, and media directories holding at most their identity and lock.
+fn holds_only_an_unfinished_creation(home: &Path) -> Result<bool> {
+    let allowed = [LOCK_FILE_NAME, crate::identity::FILE_NAME];
+    for entry in read_dir(home)? {
+        let name = entry.file_name();
+        if allowed.iter().any(|allowed| name == *allowed) {
+            continue;
+        }
+        let is_empty_media_dir = name == MediaClass::Capacity.name()
+            && entry.path().is_dir()
+            && first_entry_but(&entry.path(), &allowed)?.is_none();
+        if !is_empty_media_dir {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The media directories the caller asked for must be the ones the KVDB was created with.
+fn check_requested_dirs(home: &Path, options: &Options, media: &MediaDirs) -> Result<()> {
+    let same = |asked: &Path, stored: &Path| match (asked.canonicalize(), stored.canonicalize()) {
+        (Ok(asked), Ok(stored)) => asked == stored,
+        _ => asked == stored,
     };
-    let conflict = |what: &str, was: Option<&Path>, asked: Option<&Path>| {
+    let conflict = |what: &str, was: Option<PathBuf>, asked: Option<&PathBuf>| {
         Error::InvalidArgument(format!(
             "KVDB {} was created with {what} {:?}, not {:?}; media classes are fixed at creation",
             home.display(),
@@ -35,46 +300,181 @@ pub fn resolve_media(
             asked
         ))
     };
-    if options.capacity_dir.is_some()
-        && options.capacity_dir.as_deref() != Some(remembered.capacity_dir.as_path())
-    {
-        return Err(conflict(
-            "capacity directory",
-            Some(&remembered.capacity_dir),
-            options.capacity_dir.as_deref(),
-        ));
+    if let Some(asked) = &options.capacity_dir {
+        if !same(asked, &media.capacity(home)) {
+            return Err(conflict(
+                "capacity directory",
+                Some(media.capacity(home)),
+                Some(asked),
+            ));
+        }
     }
-    if options.staging_dir.is_some() && options.staging_dir != remembered.staging_dir {
-        return Err(conflict(
-            "staging directory",
-            remembered.staging_dir.as_deref(),
-            options.staging_dir.as_deref(),
-        ));
+    if let Some(asked) = &options.staging_dir {
+        match media.staging(home) {
+            Some(stored) if same(asked, &stored) => {}
+            stored => return Err(conflict("staging directory", stored, Some(asked))),
+        }
     }
-    Ok(MediaDirs {
-        // The budget may change between opens; the directories may not.
-        staging_bytes_max: if options.staging_dir.is_some() {
-            options.staging_bytes_max
-        } else {
-            remembered.staging_bytes_max
-        },
-        ..remembered.clone()
-    })
+    Ok(())
 }
 
-pub fn lock_home(home: &Path) -> Result<File> {
-    let path = home.join(LOCK_FILE_NAME);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|error| Error::io(format!("open {}", path.display()), error))?;
-    match file.try_lock() {
+/// The media directories with the staging budget `options` give, when a staging directory was
+/// given and its budget differs from the stored one (the budget may change between opens).
+fn changed_staging_budget(options: &Options, media: &MediaDirs) -> Option<MediaDirs> {
+    (options.staging_dir.is_some() && options.staging_bytes_max != media.staging_bytes_max).then(
+        || MediaDirs {
+            staging_bytes_max: options.staging_bytes_max,
+            ..media.clone()
+        },
+    )
+}
+
+/// Checks that `dir` is the `class` directory of KVDB `kvdb_id` in `home`. A directory outside
+/// the home that names another home as owner is refused when that home still holds this KVDB
+/// (this home is a copy sharing the original's directory), and adopted otherwise (the home was
+/// moved); returns what was adopted.
+fn check_identity(
+    home: &Path,
+    dir: &Path,
+    class: MediaClass,
+    kvdb_id: u64,
+    read_only: bool,
+) -> Result<Option<String>> {
+    let Some(identity) = Identity::load(dir)? else {
+        let why = match first_entry_but(dir, &[LOCK_FILE_NAME])? {
+            None => "it is empty: is the right device mounted there?".to_string(),
+            Some(entry) => format!("it has no identity file (it holds {entry})"),
+        };
+        return Err(Error::corruption(
+            dir.join(crate::identity::FILE_NAME),
+            0,
+            format!(
+                "the {} directory of KVDB {} is not this KVDB's: {why}",
+                class.name(),
+                home.display()
+            ),
+        ));
+    };
+    let mismatch = |why: String| {
+        Error::corruption(
+            dir.join(crate::identity::FILE_NAME),
+            0,
+            format!(
+                "the {} directory of KVDB {}: {why}",
+                class.name(),
+                home.display()
+            ),
+        )
+    };
+    if identity.kvdb_id != kvdb_id {
+        return Err(mismatch(format!(
+            "it belongs to another KVDB ({:016x}, not {kvdb_id:016x})",
+            identity.kvdb_id
+        )));
+    }
+    if identity.class != class {
+        return Err(mismatch(format!(
+            "it is a {} directory",
+            identity.class.name()
+        )));
+    }
+    let Some(owner) = &identity.owner_home else {
+        return Ok(None);
+    };
+    let canonical_home = canonical(home)?;
+    if *owner == canonical_home {
+        return Ok(None);
+    }
+    let owner_still_holds_it = matches!(
+        Manifest::open(owner, true, Arc::new(Poison::default())),
+        Ok(Some((other, _))) if other.state().kvdb_id == kvdb_id
+    );
+    if owner_still_holds_it {
+        return Err(Error::InvalidArgument(format!(
+            "the {} directory {} belongs to the KVDB at {}, and {} is a copy of it that would \
+             share it; copy a KVDB with `shale backup DEST` (or copy its media directories too \
+             and create the copy's with new paths)",
+            class.name(),
+            dir.display(),
+            owner.display(),
+            home.display()
+        )));
+    }
+    if !read_only {
+        Identity {
+            owner_home: Some(canonical_home),
+            ..identity
+        }
+        .store(dir)?;
+    }
+    Ok(Some(format!(
+        "{} (was owned by {})",
+        dir.display(),
+        owner.display()
+    )))
+}
+
+/// How the manifest stores `dir`: relative when inside `home`, else absolute and canonical;
+/// and the owner home its identity names (`None` inside the home).
+fn place(home: &Path, dir: &Path) -> Result<(PathBuf, Option<PathBuf>)> {
+    let (home, dir) = (canonical(home)?, canonical(dir)?);
+    match dir.strip_prefix(&home) {
+        Ok(relative) if !relative.as_os_str().is_empty() => Ok((relative.to_path_buf(), None)),
+        _ => Ok((dir.clone(), Some(home))),
+    }
+}
+
+fn canonical(path: &Path) -> Result<PathBuf> {
+    path.canonicalize()
+        .map_err(|error| Error::io(format!("resolve {}", path.display()), error))
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>> {
+    let list = |error| Error::io(format!("list {}", dir.display()), error);
+    std::fs::read_dir(dir)
+        .map_err(list)?
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(list)
+}
+
+/// The name of an entry of `dir` other than `except`, if there is one.
+fn first_entry_but(dir: &Path, except: &[&str]) -> Result<Option<String>> {
+    Ok(read_dir(dir)?
+        .into_iter()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .find(|name| !except.contains(&name.as_str())))
+}
+
+/// Locks `dir/LOCK` (exclusive, or shared when read-only) for as long as the file is held.
+fn lock_dir(dir: &Path, read_only: bool) -> Result<File> {
+    let path = dir.join(LOCK_FILE_NAME);
+    let opened = if read_only {
+        std::fs::File::open(&path)
+    } else {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+    };
+    let file = opened.map_err(|error| Error::io(format!("open {}", path.display()), error))?;
+    let locked = if read_only {
+        file.try_lock_shared()
+    } else {
+        file.try_lock()
+    };
+    match locked {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(home.to_path_buf())),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
         Err(std::fs::TryLockError::Error(error)) => {
             Err(Error::io(format!("lock {}", path.display()), error))
         }
     }
+}
+
+/// A random 64-bit id, from the operating system's randomness behind `RandomState`.
+fn random_id() -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(std::process::id().into());
+    hasher.finish()
 }

@@ -1,67 +1,65 @@
-//! The catalog: which KVSs a KVDB holds, their ids and options. A small JSON file in the home
-//! directory, replaced atomically (write a temporary file, fsync, rename, fsync the directory).
+//! Reading a KVDB written before the manifest existed: its `catalog.json` (KVS names, ids and
+//! options, and its media directories), so `Home::open` can upgrade it. Nothing writes this
+//! format any more.
 
 use crate::error::{Error, Result};
-use crate::media::replace_file_durably;
 use crate::options::KvsOptions;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 const FILE_NAME: &str = "catalog.json";
+/// What the catalog is renamed to once the manifest holds what it said.
+const RETIRED_NAME: &str = "catalog.json.before-manifest";
 const FORMAT_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CatalogEntry {
-    pub id: u32,
-    pub options: KvsOptions,
+#[derive(serde::Deserialize)]
+struct Entry {
+    id: u32,
+    options: KvsOptions,
 }
 
-/// The media classes of a KVDB, fixed when it is created.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct MediaDirs {
-    pub capacity_dir: PathBuf,
-    pub staging_dir: Option<PathBuf>,
-    pub staging_bytes_max: u64,
+#[derive(serde::Deserialize)]
+struct Media {
+    capacity_dir: PathBuf,
+    staging_dir: Option<PathBuf>,
+    staging_bytes_max: u64,
 }
 
-impl MediaDirs {
-    /// Where index checkpoints live: the fastest class present.
-    pub fn checkpoint_dir(&self) -> &Path {
-        self.staging_dir.as_deref().unwrap_or(&self.capacity_dir)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Catalog {
-    pub format_version: u32,
-    /// Ids are never reused, so records of a dropped KVS can never be mistaken for a new one's.
-    pub next_kvs_id: u32,
-    pub kvs: BTreeMap<String, CatalogEntry>,
+#[derive(serde::Deserialize)]
+struct Catalog {
+    format_version: u32,
+    next_kvs_id: u32,
+    kvs: BTreeMap<String, Entry>,
     /// Absent in catalogs written before media classes existed: capacity inside the home.
     #[serde(default)]
-    pub media: Option<MediaDirs>,
+    media: Option<Media>,
 }
 
-impl Default for Catalog {
-    fn default() -> Self {
-        Catalog {
-            format_version: FORMAT_VERSION,
-            next_kvs_id: 1,
-            kvs: BTreeMap::new(),
-            media: None,
-        }
+/// What an old catalog says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyCatalog {
+    pub next_kvs_id: u32,
+    /// (id, name, options) of every KVS.
+    pub kvs: Vec<(u32, String, KvsOptions)>,
+    /// As the old catalog stored them (absolute, or relative to the working directory then).
+    pub capacity_dir: Option<PathBuf>,
+    pub staging_dir: Option<PathBuf>,
+    pub staging_bytes_max: Option<u64>,
+}
+
+impl LegacyCatalog {
+    pub fn path(home: &Path) -> PathBuf {
+        home.join(FILE_NAME)
     }
-}
 
-impl Catalog {
-    /// Loads the catalog, or `None` if the KVDB is new.
-    pub fn load(home: &Path) -> Result<Option<Self>> {
-        let path = home.join(FILE_NAME);
-        let text = match std::fs::read(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(Error::io(format!("read {}", path.display()), error)),
-        };
+    pub fn exists(home: &Path) -> bool {
+        Self::path(home).is_file()
+    }
+
+    pub fn load(home: &Path) -> Result<LegacyCatalog> {
+        let path = Self::path(home);
+        let text = std::fs::read(&path)
+            .map_err(|error| Error::io(format!("read {}", path.display()), error))?;
         let catalog: Catalog = serde_json::from_slice(&text).map_err(|error| {
             Error::corruption(&path, 0, format!("catalog is not valid: {error}"))
         })?;
@@ -75,41 +73,70 @@ impl Catalog {
                 ),
             ));
         }
-        Ok(Some(catalog))
+        let media = catalog.media;
+        Ok(LegacyCatalog {
+            next_kvs_id: catalog.next_kvs_id,
+            kvs: catalog
+                .kvs
+                .into_iter()
+                .map(|(name, entry)| (entry.id, name, entry.options))
+                .collect(),
+            capacity_dir: media.as_ref().map(|media| media.capacity_dir.clone()),
+            staging_dir: media.as_ref().and_then(|media| media.staging_dir.clone()),
+            staging_bytes_max: media.map(|media| media.staging_bytes_max),
+        })
     }
 
-    pub fn store(&self, home: &Path) -> Result<()> {
-        let text = serde_json::to_vec_pretty(self).expect("the catalog always serializes");
-        replace_file_durably(home, FILE_NAME, &text)
+    /// Renames the catalog out of the way once the manifest replaced it (kept, not deleted).
+    pub fn retire(home: &Path) -> Result<()> {
+        let (from, to) = (Self::path(home), home.join(RETIRED_NAME));
+        std::fs::rename(&from, &to)
+            .map_err(|error| Error::io(format!("rename {}", from.display()), error))?;
+        crate::media::sync_dir(home)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
+    use crate::options::MediaPolicy;
 
     #[test]
-    fn round_trips_and_rejects_garbage() {
+    fn reads_what_the_old_engine_wrote_and_rejects_garbage() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(Catalog::load(dir.path()).unwrap(), None);
-        let mut catalog = Catalog::default();
-        catalog.kvs.insert(
-            "users".into(),
-            CatalogEntry {
-                id: 1,
-                options: KvsOptions {
-                    prefix_len: 4,
-                    ..KvsOptions::default()
-                },
-            },
-        );
-        catalog.next_kvs_id = 2;
-        catalog.store(dir.path()).unwrap();
-        assert_eq!(Catalog::load(dir.path()).unwrap(), Some(catalog));
-        std::fs::write(dir.path().join(FILE_NAME), b"{not json").unwrap();
+        assert!(!LegacyCatalog::exists(dir.path()));
+        let text = r#"{
+  "format_version": 1,
+  "next_kvs_id": 3,
+  "kvs": {
+    "users": { "id": 2, "options": { "prefix_len": 4, "media_policy": "staging_only" } }
+  },
+  "media": { "capacity_dir": "/data/cap", "staging_dir": null, "staging_bytes_max": 4096 }
+}"#;
+        std::fs::write(LegacyCatalog::path(dir.path()), text).unwrap();
+        let catalog = LegacyCatalog::load(dir.path()).unwrap();
         assert_eq!(
-            Catalog::load(dir.path()).unwrap_err().kind(),
-            crate::error::ErrorKind::Corruption
+            catalog,
+            LegacyCatalog {
+                next_kvs_id: 3,
+                kvs: vec![(
+                    2,
+                    "users".into(),
+                    KvsOptions {
+                        prefix_len: 4,
+                        media_policy: MediaPolicy::StagingOnly
+                    }
+                )],
+                capacity_dir: Some("/data/cap".into()),
+                staging_dir: None,
+                staging_bytes_max: Some(4096),
+            }
+        );
+        std::fs::write(LegacyCatalog::path(dir.path()), b"{not json").unwrap();
+        assert_eq!(
+            LegacyCatalog::load(dir.path()).unwrap_err().kind(),
+            ErrorKind::Corruption
         );
     }
 }

@@ -94,6 +94,13 @@ pub struct Options {
     /// Segments of space kept in reserve below the limit: inside it the cleaner works at once
     /// and writers are slowed in proportion. Default 4.
     pub reserve_segments: u64,
+    /// Create the KVDB when the directory is missing or empty. Default true. A directory that
+    /// holds files but no KVDB is never taken over either way.
+    pub create_if_missing: bool,
+    /// Open for reading only: nothing is written, no file is created or removed (so a KVDB on
+    /// a read-only file system can be inspected or backed up), and every write fails with
+    /// `ErrorKind::ReadOnly`. Default false.
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -115,6 +122,8 @@ impl Default for Options {
             staging_bytes_max: 4 << 30,
             space_bytes_max: None,
             reserve_segments: 4,
+            create_if_missing: true,
+            read_only: false,
         }
     }
 }

@@ -1,51 +1,98 @@
-//! Recovery: rebuild the indexes at open from the newest valid checkpoint plus the records
-//! appended after it.
+//! Recovery: check every segment file against the manifest, then rebuild the indexes at open
+//! from the newest valid checkpoint plus the records appended after it.
+//!
+//! What recovery trusts (docs/ARCHITECTURE.md, "Corruption policy"): the manifest (checksummed)
+//! for which segments must exist, on which class, with which header and, once sealed, exactly
+//! where their records end, how many there are and their checksum; the checkpoint only if its
+//! checksum and structure validate (otherwise every segment is replayed, which gives the same
+//! index); records only if their checksum validates. Every segment file must be in the
+//! manifest, every live segment in the manifest must have its file, and a sealed segment's
+//! replay must end exactly at its seal. Only a segment that was still being appended to at a
+//! crash (unsealed) may end in a torn tail, and never before the position the checkpoint saw
+//! in it. Anything else is corruption, which fails the open naming the file and offset.
 //!
 //! Replay is order-independent: every record carries a unique seqno and the highest one wins,
 //! with tombstones and prefix tombstones taking part as versions. A record of an atomic batch is
 //! applied only together with the rest of its batch; a batch cut off by a torn tail is dropped.
-//! Records that fail their CRC are reported and never applied.
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::counters::Counters;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Entry, Key, KvsIndex};
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::media::{AlignedBuf, MediaClass, ReadPurpose, SegmentFile};
+use crate::manifest::{KvdbState, SegmentEntry};
+use crate::media::{MediaClass, ReadPurpose, SegmentFile};
 use crate::record::{RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{
-    parse_segment_file_name, scan_records, Location, SegmentHeader, SegmentId, SegmentMeta,
+    list_segment_files, scan_records, Location, Seal, SegmentHeader, SegmentId, SegmentMeta,
 };
-use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// What recovery is given.
+pub struct RecoveryInput<'a> {
+    /// What the manifest says the KVDB holds.
+    pub state: &'a KvdbState,
+    /// Every media directory, absolute, with its class.
+    pub media: &'a [(MediaClass, PathBuf)],
+    pub checkpoint_dir: &'a Path,
+    pub direct_io: bool,
+    pub counters: &'a Counters,
+}
 
 /// What recovery rebuilt.
 pub struct Recovered {
     pub indexes: HashMap<u32, KvsIndex>,
+    /// Every live segment, sealed (active segments at a crash are sealed where they end).
     pub segments: Vec<Arc<SegmentMeta>>,
     pub next_seqno: u64,
-    pub next_segment_id: SegmentId,
     /// The loaded checkpoint's covered seqno (0 without one).
     pub covered_seqno: u64,
     pub report: RecoveryReport,
+    /// What the open must still record in the manifest or remove, unless it is read-only.
+    pub cleanup: Vec<Cleanup>,
+}
+
+/// A change recovery found necessary but leaves to the caller (a read-only open makes none).
+#[derive(Debug)]
+pub enum Cleanup {
+    /// A segment that was active at a crash, now scanned to its end: record its seal, since
+    /// nothing is appended to it again (invariant I10).
+    Seal(SegmentId, Seal),
+    /// A segment that holds no record: free it and delete its file.
+    FreeEmpty(SegmentId, PathBuf),
+    /// A segment recorded freed: delete its file if it is still there, record the deletion.
+    FinishFree(SegmentId, Option<PathBuf>),
+    /// A header-only file the manifest never recorded: a crash while it was being created.
+    RemoveUnrecorded(PathBuf),
 }
 
 /// What recovery saw, for logs and `shale info`.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct RecoveryReport {
+    /// The KVDB was created by this open.
+    pub created: bool,
+    /// The KVDB was written by a ShaleDB without a manifest and was upgraded.
+    pub upgraded_from_catalog: bool,
+    /// The manifest's last edit was torn by a crash and cut off; where.
+    pub manifest_torn_tail: Option<String>,
+    /// Media directories outside the home that were moved with it and now name it as owner.
+    pub adopted_dirs: Vec<String>,
     pub checkpoint_loaded: bool,
     /// Why the checkpoint was not used, when there was one.
     pub checkpoint_rejected: Option<String>,
     pub segments_replayed: u64,
     pub records_replayed: u64,
     pub bytes_replayed: u64,
+    /// Segments still being appended to at a crash, scanned and sealed at this open.
+    pub active_segments_sealed: u64,
     /// Batches dropped because the log ended inside them.
     pub incomplete_batches_dropped: u64,
-    /// Segments whose last record was cut off (expected after a crash).
+    /// Active segments whose last record was cut off (expected after a crash).
     pub torn_tails: u64,
-    /// Records that failed validation, as "file at offset: reason".
-    pub corruptions: Vec<String>,
+    /// Files removed as leftovers of a crash: unrecorded header-only segments, freed segments.
+    pub leftovers_removed: Vec<String>,
 }
 
 struct PendingRecord {
@@ -59,6 +106,8 @@ struct PendingRecord {
 /// Replay state: the indexes plus the deletions seen, so older puts replayed later lose.
 struct Replay {
     indexes: HashMap<u32, KvsIndex>,
+    /// KVS ids below it that have no index were dropped; at or past it, never created.
+    next_kvs_id: u32,
     deleted: HashMap<(u32, Key), u64>,
     prefix_deleted: Vec<(u32, Key, u64)>,
     max_seqno: u64,
@@ -113,19 +162,14 @@ impl Replay {
     }
 }
 
-/// Rebuilds the indexes of the KVSs in `kvs_ids` from the segments in `class_dirs`.
-pub fn recover(
-    checkpoint_dir: &Path,
-    class_dirs: &[(MediaClass, &Path)],
-    kvs_ids: &HashSet<u32>,
-    direct_io: bool,
-    counters: &Counters,
-) -> Result<Recovered> {
+/// Checks the segment files against the manifest and rebuilds the indexes of its KVSs.
+pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
     let mut report = RecoveryReport::default();
-    let (segments, mut next_segment_id) = open_segments(class_dirs, direct_io, counters)?;
-    let checkpoint = match checkpoint::load(checkpoint_dir) {
+    let mut cleanup = Vec::new();
+    let segments = open_segments(input, &mut cleanup)?;
+    let checkpoint = match checkpoint::load(input.checkpoint_dir) {
         Ok(found) => found,
-        Err(error) if error.kind() == crate::error::ErrorKind::Corruption => {
+        Err(error) if error.kind() == ErrorKind::Corruption => {
             tracing::warn!(%error, "ignoring the damaged index checkpoint; rebuilding the index from all segments");
             report.checkpoint_rejected = Some(error.to_string());
             None
@@ -133,10 +177,13 @@ pub fn recover(
         Err(error) => return Err(error),
     };
     let mut replay = Replay {
-        indexes: kvs_ids
-            .iter()
+        indexes: input
+            .state
+            .kvs
+            .keys()
             .map(|&id| (id, KvsIndex::default()))
             .collect(),
+        next_kvs_id: input.state.next_kvs_id,
         deleted: HashMap::new(),
         prefix_deleted: Vec::new(),
         max_seqno: 0,
@@ -157,21 +204,24 @@ pub fn recover(
     }
     let mut next_seqno = checkpoint_next_seqno.max(1);
     let mut kept = Vec::new();
-    for segment in segments {
+    for (segment, entry) in segments {
         next_seqno = next_seqno.max(segment.header.created_seqno);
-        next_segment_id = next_segment_id.max(SegmentId(segment.id().0 + 1));
         let from = replay_from
             .get(&segment.id())
             .copied()
             .unwrap_or(SEGMENT_HEADER_BYTES);
-        let end = replay_segment(&segment, from, &mut replay, &mut report)?;
-        segment.set_end_bytes(end.max(from));
-        if segment.end_bytes() <= SEGMENT_HEADER_BYTES && !segment.is_quarantined() {
-            // Created but never written: nothing in it to keep.
-            std::fs::remove_file(segment.path()).map_err(|error| {
-                Error::io(format!("remove {}", segment.path().display()), error)
-            })?;
-            continue;
+        let seal = replay_segment(&segment, entry.seal, from, &mut replay, &mut report)?;
+        if entry.seal.is_none() {
+            report.active_segments_sealed += 1;
+            if seal.record_count == 0 {
+                cleanup.push(Cleanup::FreeEmpty(
+                    segment.id(),
+                    segment.path().to_path_buf(),
+                ));
+                continue;
+            }
+            cleanup.push(Cleanup::Seal(segment.id(), seal));
+            segment.seal(seal);
         }
         kept.push(segment);
     }
@@ -187,7 +237,7 @@ pub fn recover(
         });
         if let Some((key, entry)) = dangling {
             return Err(Error::corruption(
-                checkpoint_dir.join(checkpoint::FILE_NAME),
+                input.checkpoint_dir.join(checkpoint::FILE_NAME),
                 0,
                 format!(
                     "KVS {kvs_id} key {:?} points at segment {} which does not exist",
@@ -201,84 +251,186 @@ pub fn recover(
         indexes: replay.indexes,
         segments: kept,
         next_seqno,
-        next_segment_id,
         covered_seqno,
         report,
+        cleanup,
     })
 }
 
-/// Opens every segment file; returns them in id order and the next unused segment id.
+/// Opens every segment file the manifest lists, checks each one's header against it, and
+/// notes crash leftovers. Any file the manifest does not account for, and any live segment
+/// without its file, is corruption. Returns the segments in id order, with what the manifest
+/// says of each.
 fn open_segments(
-    class_dirs: &[(MediaClass, &Path)],
-    direct_io: bool,
-    counters: &Counters,
-) -> Result<(Vec<Arc<SegmentMeta>>, SegmentId)> {
-    let mut segments = Vec::new();
-    let mut next_id = SegmentId(1);
-    for &(class, dir) in class_dirs {
-        let listing = std::fs::read_dir(dir)
-            .map_err(|error| Error::io(format!("list {}", dir.display()), error))?;
-        for item in listing {
-            let item = item.map_err(|error| Error::io(format!("list {}", dir.display()), error))?;
-            let name = item.file_name();
-            let Some(id) = name.to_str().and_then(parse_segment_file_name) else {
-                continue;
-            };
-            next_id = next_id.max(SegmentId(id.0 + 1));
-            let path = item.path();
-            let file = SegmentFile::open(&path, direct_io, counters.media(class).clone())?;
-            let mut page = AlignedBuf::zeroed(crate::limits::PAGE_BYTES);
-            file.read_pages(0, &mut page, ReadPurpose::Other)?;
-            match SegmentHeader::decode(page.as_slice(), &path) {
-                Ok(header) if header.id == id => {
-                    segments.push(Arc::new(SegmentMeta::new(
-                        header,
-                        Arc::new(file),
-                        SEGMENT_HEADER_BYTES,
-                        true,
-                    )));
+    input: &RecoveryInput<'_>,
+    cleanup: &mut Vec<Cleanup>,
+) -> Result<Vec<(Arc<SegmentMeta>, SegmentEntry)>> {
+    let state = input.state;
+    let mut found: BTreeMap<SegmentId, (MediaClass, PathBuf)> = BTreeMap::new();
+    for (class, dir) in input.media {
+        for (id, path) in list_segment_files(dir)? {
+            if let Some(freed) = state.freeing.get(&id) {
+                if freed.class == *class {
+                    cleanup.push(Cleanup::FinishFree(id, Some(path)));
+                    continue;
                 }
-                Ok(_) | Err(_) if file.len_bytes()? <= SEGMENT_HEADER_BYTES => {
-                    // Torn while being created: it never held a record.
-                    tracing::warn!(path = %path.display(), "removing a segment whose creation did not complete");
-                    std::fs::remove_file(&path)
-                        .map_err(|error| Error::io(format!("remove {}", path.display()), error))?;
+            }
+            if !state.segments.contains_key(&id) {
+                let header_only = std::fs::metadata(&path)
+                    .map_err(|error| Error::io(format!("stat {}", path.display()), error))?
+                    .len()
+                    <= SEGMENT_HEADER_BYTES;
+                if id.0 >= state.next_segment_id && header_only {
+                    cleanup.push(Cleanup::RemoveUnrecorded(path));
+                    continue;
                 }
-                Ok(header) => {
-                    return Err(Error::corruption(
-                        &path,
-                        16,
-                        format!(
-                            "header names segment {} but the file name says {}",
-                            header.id.0, id.0
-                        ),
-                    ))
-                }
-                Err(error) => return Err(error),
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    format!(
+                        "unexpected segment file: the manifest lists no segment {} (a file \
+                         copied or restored into the {} directory?)",
+                        id.0,
+                        class.name()
+                    ),
+                ));
+            }
+            if let Some((other_class, other)) = found.insert(id, (*class, path.clone())) {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    format!(
+                        "segment {} exists twice: here and in the {} directory as {}",
+                        id.0,
+                        other_class.name(),
+                        other.display()
+                    ),
+                ));
             }
         }
     }
-    segments.sort_by_key(|segment| segment.id());
-    Ok((segments, next_id))
+    for &id in state.freeing.keys() {
+        let still_there = cleanup
+            .iter()
+            .any(|step| matches!(step, Cleanup::FinishFree(freed, Some(_)) if *freed == id));
+        if !still_there {
+            cleanup.push(Cleanup::FinishFree(id, None));
+        }
+    }
+    let mut segments = Vec::new();
+    for (&id, entry) in &state.segments {
+        let Some((class, path)) = found.remove(&id) else {
+            let dir = input
+                .media
+                .iter()
+                .find(|(class, _)| *class == entry.class)
+                .map_or_else(PathBuf::new, |(_, dir)| dir.clone());
+            return Err(Error::corruption(
+                dir.join(crate::segment::segment_file_name(id)),
+                0,
+                format!(
+                    "segment {} is missing: the manifest lists it on the {} class ({}), and \
+                     its file was deleted or its directory replaced",
+                    id.0,
+                    entry.class.name(),
+                    describe(entry)
+                ),
+            ));
+        };
+        if class != entry.class {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!(
+                    "segment {} is in the {} directory, but the manifest puts it on {}",
+                    id.0,
+                    class.name(),
+                    entry.class.name()
+                ),
+            ));
+        }
+        let file = SegmentFile::open(&path, input.direct_io, input.counters.media(class).clone())?;
+        let header = SegmentHeader::read(&file, &path)?;
+        let expected = SegmentHeader {
+            id,
+            class: entry.class,
+            head: entry.head,
+            created_seqno: entry.created_seqno,
+        };
+        if header != expected {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!(
+                    "the file's header ({header:?}) is not the segment the manifest lists \
+                     ({expected:?}): the file was replaced"
+                ),
+            ));
+        }
+        if let Some(seal) = entry.seal {
+            let len = file.len_bytes()?;
+            if len < seal.end_bytes {
+                return Err(Error::corruption(
+                    &path,
+                    len,
+                    format!(
+                        "sealed segment {} is cut short: {len} bytes, but its records end at {}",
+                        id.0, seal.end_bytes
+                    ),
+                ));
+            }
+        }
+        let end = entry
+            .seal
+            .map_or(SEGMENT_HEADER_BYTES, |seal| seal.end_bytes);
+        segments.push((
+            Arc::new(SegmentMeta::new(header, Arc::new(file), end, None)),
+            *entry,
+        ));
+    }
+    Ok(segments)
 }
 
-/// Replays one segment from `from`; returns the end of its valid records.
+fn describe(entry: &SegmentEntry) -> String {
+    match entry.seal {
+        Some(seal) => format!(
+            "sealed with {} records in {} bytes",
+            seal.record_count, seal.end_bytes
+        ),
+        None => "active".to_string(),
+    }
+}
+
+/// Replays one segment: a sealed one from `from` (the checkpoint's position, or the first
+/// record), which must end exactly at its seal; an active one from its first record, applying
+/// only what lies at or after `from`, which may end torn (past `from`) and is sealed where it
+/// ends. Returns the seal.
 fn replay_segment(
     segment: &SegmentMeta,
+    seal: Option<Seal>,
     from: u64,
     replay: &mut Replay,
     report: &mut RecoveryReport,
-) -> Result<u64> {
+) -> Result<Seal> {
     let mut batch: Vec<PendingRecord> = Vec::new();
     let id = segment.id();
+    let scan_from = if seal.is_some() {
+        from
+    } else {
+        SEGMENT_HEADER_BYTES
+    };
     let summary = scan_records(
         &segment.file,
-        from,
+        scan_from,
+        seal.map_or(u64::MAX, |seal| seal.end_bytes),
         ReadPurpose::Other,
         |offset, record: &RecordRef<'_>| {
+            if offset < from {
+                return Ok(());
+            }
             report.records_replayed += 1;
             report.bytes_replayed += record.encoded_len() as u64;
-            let pending = PendingRecord {
+            batch.push(PendingRecord {
                 kind: record.kind,
                 kvs_id: record.kvs_id,
                 seqno: record.seqno,
@@ -288,8 +440,17 @@ fn replay_segment(
                     offset: offset as u32,
                     len: record.encoded_len() as u32,
                 },
-            };
-            batch.push(pending);
+            });
+            if record.kvs_id >= replay.next_kvs_id {
+                return Err(Error::corruption(
+                    segment.path(),
+                    offset,
+                    format!(
+                        "a record of KVS {}, which the manifest never created (it lost edits?)",
+                        record.kvs_id
+                    ),
+                ));
+            }
             if record.flags & FLAG_BATCH_CONTINUES == 0 {
                 for pending in batch.drain(..) {
                     replay.apply(pending);
@@ -298,22 +459,79 @@ fn replay_segment(
             Ok(())
         },
     )?;
-    if !batch.is_empty() {
-        report.incomplete_batches_dropped += 1;
+    let path = segment.path();
+    if let Some((offset, reason)) = summary.corruptions.first() {
+        return Err(Error::corruption(
+            path,
+            *offset,
+            format!(
+                "record fails validation ({reason}){}",
+                more(summary.corruptions.len() - 1)
+            ),
+        ));
     }
-    if from < summary.end_offset || !summary.corruptions.is_empty() {
+    if from < summary.end_offset {
         report.segments_replayed += 1;
     }
-    if summary.torn_tail {
-        report.torn_tails += 1;
+    match seal {
+        Some(seal) => {
+            let whole = scan_from == SEGMENT_HEADER_BYTES;
+            let matches = summary.end_offset == seal.end_bytes
+                && !summary.torn_tail
+                && (!whole
+                    || (summary.records == seal.record_count
+                        && summary.records_crc == seal.records_crc));
+            if !matches {
+                return Err(Error::corruption(
+                    path,
+                    summary.end_offset,
+                    format!(
+                        "sealed segment {}: its readable records end at {}{}, but it was sealed \
+                         with {} records ending at {}",
+                        id.0,
+                        summary.end_offset,
+                        if whole {
+                            format!(" ({} records)", summary.records)
+                        } else {
+                            String::new()
+                        },
+                        seal.record_count,
+                        seal.end_bytes
+                    ),
+                ));
+            }
+            Ok(seal)
+        }
+        None => {
+            if summary.end_offset < from {
+                return Err(Error::corruption(
+                    path,
+                    summary.end_offset,
+                    format!(
+                        "active segment {}: its records end at {}, before {from}, where the \
+                         checkpoint saw them durable",
+                        id.0, summary.end_offset
+                    ),
+                ));
+            }
+            if !batch.is_empty() {
+                report.incomplete_batches_dropped += 1;
+            }
+            if summary.torn_tail {
+                report.torn_tails += 1;
+            }
+            Ok(Seal {
+                end_bytes: summary.end_offset,
+                record_count: summary.records,
+                records_crc: summary.records_crc,
+            })
+        }
     }
-    for (offset, reason) in &summary.corruptions {
-        let line = format!("{} at {offset}: {reason}", segment.path().display());
-        tracing::error!(corruption = %line, "skipped a corrupt record during recovery");
-        report.corruptions.push(line);
+}
+
+fn more(count: usize) -> String {
+    match count {
+        0 => String::new(),
+        count => format!("; {count} more bad records after it"),
     }
-    if !summary.corruptions.is_empty() {
-        segment.quarantine();
-    }
-    Ok(summary.end_offset)
 }

@@ -9,15 +9,12 @@
 //! Reads of records that are not yet on the file are served from the tail or the in-flight
 //! buffer. A segment that fills is sealed (flushed and synced) and a new one started.
 
+use super::lifecycle::Lifecycle;
 use crate::error::{Error, Result};
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::media::{
-    round_down_to_page, sync_dir, AlignedBuf, MediaClass, MediaCounters, SegmentFile, WritePurpose,
-};
+use crate::media::{round_down_to_page, AlignedBuf, MediaClass, MediaCounters};
 use crate::poison::Poison;
-use crate::segment::{
-    segment_file_name, HeadKind, Location, SegmentHeader, SegmentMeta, SegmentTable,
-};
+use crate::segment::{HeadKind, Location, Seal, SegmentMeta};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +29,7 @@ pub struct HeadConfig {
     pub flush_chunk_bytes: usize,
     pub direct_io: bool,
     pub counters: Arc<MediaCounters>,
-    pub segments: Arc<SegmentTable>,
+    pub lifecycle: Arc<Lifecycle>,
     pub poison: Arc<Poison>,
     /// The KVDB's next sequence number, read when a segment is created.
     pub next_seqno: Arc<AtomicU64>,
@@ -46,6 +43,9 @@ struct InFlight {
 
 struct HeadState {
     segment: Arc<SegmentMeta>,
+    /// Records appended to the segment, and the crc32c of their bytes: its seal when it fills.
+    records: u64,
+    records_crc: u32,
     /// Bytes `tail_base..end` of the segment; `tail_base` is page-aligned.
     tail: AlignedBuf,
     tail_base: u64,
@@ -81,6 +81,8 @@ impl LogHead {
         let segment = create_segment(&config)?;
         let state = HeadState {
             segment,
+            records: 0,
+            records_crc: 0,
             tail: AlignedBuf::zeroed(config.write_buffer_bytes),
             tail_base: SEGMENT_HEADER_BYTES,
             end: SEGMENT_HEADER_BYTES,
@@ -213,7 +215,7 @@ impl LogHead {
         }
         state.flushing = true;
         let file = state.segment.file.clone();
-        let purpose = write_purpose(self.config.kind);
+        let purpose = self.config.kind.write_purpose();
         let inflight = has_data.then(|| self.take_tail(state));
         let result = MutexGuard::unlocked(state, || {
             if let Some((buf, base, _)) = &inflight {
@@ -336,6 +338,35 @@ impl LogHead {
         Ok(())
     }
 
+    /// Records the active segment sealed where it ends; every byte of it is durable.
+    fn seal_locked(&self, state: &mut HeadState) -> Result<()> {
+        let seal = Seal {
+            end_bytes: state.end,
+            record_count: state.records,
+            records_crc: state.records_crc,
+        };
+        self.config.lifecycle.seal(&state.segment, seal)
+    }
+
+    /// At close: makes everything durable, seals the active segment if it holds records and
+    /// frees it otherwise, and frees the segment prepared for the next roll. The head is done.
+    pub fn close(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        while state.rolling {
+            self.changed.wait(&mut state);
+        }
+        self.flush_locked(&mut state, true)?;
+        if state.records > 0 {
+            self.seal_locked(&mut state)?;
+        } else {
+            self.config.lifecycle.free(&state.segment)?;
+        }
+        if let Some(prepared) = state.next_segment.take() {
+            self.config.lifecycle.free(&prepared)?;
+        }
+        Ok(())
+    }
+
     /// Seals the active segment (flushed and synced) and starts a new one.
     fn roll(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
         state.rolling = true;
@@ -349,9 +380,10 @@ impl LogHead {
                 Some(prepared) => prepared,
                 None => create_segment(&self.config)?,
             };
-            state.segment.set_end_bytes(state.end);
-            state.segment.seal();
+            self.seal_locked(state)?;
             state.segment = next;
+            state.records = 0;
+            state.records_crc = 0;
             state.tail.clear();
             state.tail_base = SEGMENT_HEADER_BYTES;
             state.end = SEGMENT_HEADER_BYTES;
@@ -375,39 +407,14 @@ enum Room {
     NeedsFlush,
 }
 
-/// What a head's writes count as.
-fn write_purpose(kind: HeadKind) -> WritePurpose {
-    match kind {
-        HeadKind::Client => WritePurpose::Client,
-        HeadKind::CleanerYoung | HeadKind::CleanerOld => WritePurpose::Cleaning,
-    }
-}
-
 fn create_segment(config: &HeadConfig) -> Result<Arc<SegmentMeta>> {
-    let header = SegmentHeader {
-        id: config.segments.allocate_id(),
-        class: config.class,
-        head: config.kind,
-        created_seqno: config.next_seqno.load(Ordering::SeqCst),
-    };
-    let dir = config.segments.dir(config.class);
-    let path = dir.join(segment_file_name(header.id));
-    let file = SegmentFile::create(
-        &path,
+    config.lifecycle.create(
+        config.class,
+        config.kind,
+        config.next_seqno.load(Ordering::SeqCst),
         config.direct_io,
         config.counters.clone(),
-        &header.encode(),
-        write_purpose(config.kind),
-    )?;
-    sync_dir(dir)?;
-    let segment = Arc::new(SegmentMeta::new(
-        header,
-        Arc::new(file),
-        SEGMENT_HEADER_BYTES,
-        false,
-    ));
-    config.segments.insert(segment.clone());
-    Ok(segment)
+    )
 }
 
 /// A locked head: reserve space, then append records.
@@ -433,6 +440,8 @@ impl Appender<'_> {
     pub fn append(&mut self, encoded: &[u8]) -> Location {
         let state = &mut *self.state;
         let offset = state.end;
+        state.records += 1;
+        state.records_crc = crc32c::crc32c_append(state.records_crc, encoded);
         state.tail.extend_from_slice(encoded);
         state.end += encoded.len() as u64;
         state.appended_lsn += encoded.len() as u64;

@@ -3,10 +3,12 @@
 //! its one cleaner head.
 
 use super::head::{Appender, HeadConfig, LogHead};
+use super::lifecycle::Lifecycle;
 use crate::error::Result;
 use crate::media::{MediaClass, MediaCounters};
 use crate::poison::Poison;
-use crate::segment::{HeadKind, SegmentTable};
+use crate::segment::{HeadKind, Location, SegmentMeta};
+use bytes::Bytes;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ pub struct HeadsConfig {
     pub write_buffer_bytes: usize,
     pub flush_chunk_bytes: usize,
     pub direct_io: bool,
-    pub segments: Arc<SegmentTable>,
+    pub lifecycle: Arc<Lifecycle>,
     pub poison: Arc<Poison>,
     /// The KVDB's next sequence number, read when a segment is created.
     pub next_seqno: Arc<AtomicU64>,
@@ -46,7 +48,7 @@ impl Heads {
                 flush_chunk_bytes: config.flush_chunk_bytes,
                 direct_io: config.direct_io,
                 counters: counters(class),
-                segments: config.segments.clone(),
+                lifecycle: config.lifecycle.clone(),
                 poison: config.poison.clone(),
                 next_seqno: config.next_seqno.clone(),
             })
@@ -61,6 +63,21 @@ impl Heads {
             heads.push(head(MediaClass::Staging, HeadKind::CleanerYoung)?);
         }
         Ok(Heads { heads })
+    }
+
+    /// No heads: a read-only KVDB appends nothing.
+    pub fn none() -> Heads {
+        Heads { heads: Vec::new() }
+    }
+
+    /// A copy of a record that is still in a head's memory, not yet on its file (`None`: read
+    /// the file).
+    pub fn read_buffered(&self, segment: &SegmentMeta, location: Location) -> Option<Bytes> {
+        if self.heads.is_empty() || segment.is_sealed() {
+            return None;
+        }
+        self.at(segment.header.class, segment.header.head)
+            .read_buffered(segment, location)
     }
 
     /// The head writing `kind` segments on `class`. Staging has one cleaner head; both cleaner
@@ -95,6 +112,11 @@ impl Heads {
     /// Locks every head, in lock order: nothing is half-appended while the guards live.
     pub fn lock_all(&self) -> Vec<Appender<'_>> {
         self.all().map(LogHead::lock).collect()
+    }
+
+    /// At close: every head makes its data durable and seals (or frees) its segments.
+    pub fn close(&self) -> Result<()> {
+        self.all().try_for_each(LogHead::close)
     }
 
     /// Writes out (and with `sync`, makes durable) everything every head appended.

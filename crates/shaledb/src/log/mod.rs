@@ -6,6 +6,8 @@
 
 mod head;
 mod heads;
+mod lifecycle;
 
 pub use head::LogHead;
 pub use heads::{Heads, HeadsConfig};
+pub use lifecycle::Lifecycle;

@@ -1,5 +1,5 @@
 //! Durable directory operations: an `fsync` of the directory after a file is created,
-//! renamed or deleted in it, and the atomic replacement of a small file.
+//! renamed or deleted in it, the atomic replacement of a small file, and a durable delete.
 
 use crate::error::{Error, Result};
 use std::fs::File;
@@ -25,4 +25,14 @@ pub fn replace_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> 
     std::fs::rename(&temporary, dir.join(name))
         .map_err(|error| Error::io(format!("rename {}", temporary.display()), error))?;
     sync_dir(dir)
+}
+
+/// Deletes `path` durably (its directory is fsynced); a file already gone is fine.
+pub fn remove_file_durably(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(Error::io(format!("remove {}", path.display()), error)),
+    }
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
 }

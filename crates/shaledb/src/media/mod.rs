@@ -15,5 +15,5 @@ mod file;
 pub use buf::{round_down_to_page, round_up_to_page, AlignedBuf};
 pub use class::MediaClass;
 pub use counters::{MediaCounters, ReadPurpose, WritePurpose};
-pub use dir::{replace_file_durably, sync_dir};
+pub use dir::{remove_file_durably, replace_file_durably, sync_dir};
 pub use file::SegmentFile;

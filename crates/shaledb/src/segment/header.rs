@@ -1,4 +1,4 @@
-//! The segment header, the first page of every segment file, and segment file names.
+//! The segment header, the first page of every segment file.
 //!
 //! Segment header (first page, rest zero):
 //! ```text
@@ -15,7 +15,7 @@
 use super::id::SegmentId;
 use crate::error::{Error, Result};
 use crate::limits::PAGE_BYTES;
-use crate::media::{AlignedBuf, MediaClass};
+use crate::media::{AlignedBuf, MediaClass, ReadPurpose, SegmentFile, WritePurpose};
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"SHALESG1";
@@ -45,6 +45,23 @@ impl HeadKind {
             HeadKind::Client => "client",
             HeadKind::CleanerYoung => "cleaner-young",
             HeadKind::CleanerOld => "cleaner-old",
+        }
+    }
+
+    /// What this head's writes count as.
+    pub fn write_purpose(self) -> WritePurpose {
+        match self {
+            HeadKind::Client => WritePurpose::Client,
+            HeadKind::CleanerYoung | HeadKind::CleanerOld => WritePurpose::Cleaning,
+        }
+    }
+
+    pub fn from_byte(byte: u8) -> Option<Self> {
+        match byte {
+            0 => Some(HeadKind::Client),
+            1 => Some(HeadKind::CleanerYoung),
+            2 => Some(HeadKind::CleanerOld),
+            _ => None,
         }
     }
 
@@ -83,6 +100,13 @@ impl SegmentHeader {
         page
     }
 
+    /// Reads and decodes the header of the segment file `file` (at `path`).
+    pub fn read(file: &SegmentFile, path: &Path) -> Result<Self> {
+        let mut page = AlignedBuf::zeroed(PAGE_BYTES);
+        file.read_pages(0, &mut page, ReadPurpose::Other)?;
+        Self::decode(page.as_slice(), path)
+    }
+
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self> {
         let corrupt =
             |detail: &str| Error::corruption(path, 0, format!("segment header: {detail}"));
@@ -102,12 +126,7 @@ impl SegmentHeader {
         }
         let class =
             MediaClass::from_byte(bytes[12]).ok_or_else(|| corrupt("unknown media class"))?;
-        let head = match bytes[13] {
-            0 => HeadKind::Client,
-            1 => HeadKind::CleanerYoung,
-            2 => HeadKind::CleanerOld,
-            _ => return Err(corrupt("unknown head")),
-        };
+        let head = HeadKind::from_byte(bytes[13]).ok_or_else(|| corrupt("unknown head"))?;
         let id = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
         let id = u32::try_from(id).map_err(|_| corrupt("segment id out of range"))?;
         let created_seqno = u64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
@@ -118,16 +137,6 @@ impl SegmentHeader {
             created_seqno,
         })
     }
-}
-
-pub fn segment_file_name(id: SegmentId) -> String {
-    format!("seg-{:010}.log", id.0)
-}
-
-/// Parses a name made by [`segment_file_name`].
-pub fn parse_segment_file_name(name: &str) -> Option<SegmentId> {
-    let digits = name.strip_prefix("seg-")?.strip_suffix(".log")?;
-    digits.parse().ok().map(SegmentId)
 }
 
 #[cfg(test)]
@@ -150,14 +159,5 @@ mod tests {
         let mut bad = page.as_slice().to_vec();
         bad[20] ^= 1;
         assert!(SegmentHeader::decode(&bad, Path::new("x")).is_err());
-    }
-
-    #[test]
-    fn file_names_round_trip() {
-        assert_eq!(
-            parse_segment_file_name(&segment_file_name(SegmentId(42))),
-            Some(SegmentId(42))
-        );
-        assert_eq!(parse_segment_file_name("seg-x.log"), None);
     }
 }

@@ -2,12 +2,14 @@
 //! holds with their live-byte counters, and the sequential record scanner that recovery, the
 //! cleaner and `check` share.
 
+mod files;
 mod header;
 mod id;
 mod scan;
 mod table;
 
-pub use header::{parse_segment_file_name, segment_file_name, HeadKind, SegmentHeader};
+pub use files::{list_segment_files, segment_file_name};
+pub use header::{HeadKind, SegmentHeader};
 pub use id::{Location, SegmentId};
 pub use scan::scan_records;
-pub use table::{SegmentMeta, SegmentTable};
+pub use table::{Seal, SegmentMeta, SegmentTable};

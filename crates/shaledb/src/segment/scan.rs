@@ -13,22 +13,31 @@ const SCAN_CHUNK_BYTES: usize = 4 << 20;
 pub struct ScanSummary {
     /// Offset just past the last valid record.
     pub end_offset: u64,
+    /// Valid records visited, and the crc32c of their bytes in order (a seal, when the scan
+    /// started at the first record).
+    pub records: u64,
+    pub records_crc: u32,
     /// Offsets where bytes failed validation, with the reason. The scanner skips ahead to the
     /// next valid record after each one.
     pub corruptions: Vec<(u64, &'static str)>,
-    /// The segment ended inside a record (a torn write at the tail).
+    /// The segment ended inside a record, or in bytes that are no record, with nothing valid
+    /// after them: a torn write at the tail, or damage there.
     pub torn_tail: bool,
 }
 
-/// Calls `visit(offset, record)` for every valid record of `file` at or after `from`, reading
-/// in large aligned chunks. Stops at unwritten space or the end of the file.
+/// Calls `visit(offset, record)` for every valid record of `file` from `from` up to `until`
+/// (a sealed segment's end: what follows it is no record, perhaps the torn bytes the crash
+/// before its sealing left), reading in large aligned chunks. Stops there, at the end of the
+/// file, or at unwritten (zero) space that nothing but zeroes follows: zeroes with data after
+/// them are damage, not the end.
 pub fn scan_records(
     file: &SegmentFile,
     from: u64,
+    until: u64,
     purpose: ReadPurpose,
     mut visit: impl FnMut(u64, &RecordRef<'_>) -> Result<()>,
 ) -> Result<ScanSummary> {
-    let file_len = file.len_bytes()?;
+    let file_len = file.len_bytes()?.min(until);
     let mut summary = ScanSummary {
         end_offset: from,
         ..ScanSummary::default()
@@ -58,15 +67,30 @@ pub fn scan_records(
                 file.read_pages(buf_offset, &mut buf, purpose)?;
             }
         }
-        let decoded = record::decode(&buf.as_slice()[(offset - buf_offset) as usize..]);
+        let at = (offset - buf_offset) as usize;
+        let decoded = record::decode(&buf.as_slice()[at..]);
         match decoded {
             Ok(record) => {
                 resyncing = false;
                 visit(offset, &record)?;
-                offset += record.encoded_len() as u64;
+                let len = record.encoded_len();
+                summary.records += 1;
+                summary.records_crc =
+                    crc32c::crc32c_append(summary.records_crc, &buf.as_slice()[at..at + len]);
+                offset += len as u64;
                 summary.end_offset = offset;
             }
-            Err(DecodeError::Unwritten) if !resyncing => break,
+            Err(DecodeError::Unwritten) if !resyncing => {
+                if !zeroes_until_the_end(file, offset, file_len, purpose)? {
+                    summary
+                        .corruptions
+                        .push((offset, "zeroed bytes with records after them"));
+                    resyncing = true;
+                    offset += 1;
+                    continue;
+                }
+                break;
+            }
             Err(DecodeError::Truncated { .. }) if !resyncing => {
                 summary.torn_tail = true;
                 break;
@@ -80,11 +104,39 @@ pub fn scan_records(
         }
     }
     if resyncing {
-        // Nothing valid followed the last bad record: it was a torn tail, not corruption.
+        // Nothing valid followed the last bad bytes: a torn tail (or damage at the very end,
+        // which only a seal can tell apart).
         summary.corruptions.pop();
         summary.torn_tail = true;
     }
     Ok(summary)
+}
+
+/// Whether every byte of `file` from `offset` to `file_len` is zero.
+fn zeroes_until_the_end(
+    file: &SegmentFile,
+    offset: u64,
+    file_len: u64,
+    purpose: ReadPurpose,
+) -> Result<bool> {
+    let mut buf = AlignedBuf::zeroed(SCAN_CHUNK_BYTES.min(16 * PAGE_BYTES));
+    let mut chunk_offset = round_down_to_page(offset);
+    while chunk_offset < file_len {
+        buf.clear();
+        let read = file.read_pages(chunk_offset, &mut buf, purpose)?;
+        let skip = offset.saturating_sub(chunk_offset) as usize;
+        if buf.as_slice()[skip.min(read)..]
+            .iter()
+            .any(|&byte| byte != 0)
+        {
+            return Ok(false);
+        }
+        if read == 0 {
+            break;
+        }
+        chunk_offset += read as u64;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -139,6 +191,7 @@ mod tests {
         let summary = scan_records(
             file,
             SEGMENT_HEADER_BYTES,
+            u64::MAX,
             ReadPurpose::Other,
             |_, record| {
                 seqnos.push(record.seqno);

@@ -1,5 +1,5 @@
-//! The segments a KVDB holds: each one's file and accounting (live bytes, end, sealed,
-//! quarantined), and the table of them by id.
+//! The segments a KVDB holds: each one's file and accounting (live bytes, end, seal,
+//! quarantine), and the table of them by id.
 
 use super::header::SegmentHeader;
 use super::id::SegmentId;
@@ -9,7 +9,18 @@ use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+/// What a sealed segment holds: nothing is appended to it any more, so a scan of it must find
+/// exactly this (the manifest records it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seal {
+    /// End of its last record (the header included).
+    pub end_bytes: u64,
+    pub record_count: u64,
+    /// crc32c of every record byte, from the end of the header to `end_bytes`.
+    pub records_crc: u32,
+}
 
 /// A segment the KVDB holds, with its accounting.
 pub struct SegmentMeta {
@@ -19,27 +30,32 @@ pub struct SegmentMeta {
     live_bytes: AtomicU64,
     /// Bytes of records appended (logical end of the record area, header included).
     end_bytes: AtomicU64,
-    /// No more appends: the cleaner may pick it.
-    sealed: AtomicBool,
+    /// Set once no more appends will come: the cleaner may pick it.
+    seal: OnceLock<Seal>,
     /// A corruption was found in it: the cleaner must not free it.
     quarantined: AtomicBool,
 }
 
 impl SegmentMeta {
+    /// A segment holding records up to `end_bytes`, sealed with `seal` if given.
     pub fn new(
         header: SegmentHeader,
         file: Arc<SegmentFile>,
         end_bytes: u64,
-        sealed: bool,
+        seal: Option<Seal>,
     ) -> Self {
-        SegmentMeta {
+        let segment = SegmentMeta {
             header,
             file,
             live_bytes: AtomicU64::new(0),
             end_bytes: AtomicU64::new(end_bytes),
-            sealed: AtomicBool::new(sealed),
+            seal: OnceLock::new(),
             quarantined: AtomicBool::new(false),
+        };
+        if let Some(seal) = seal {
+            segment.seal(seal);
         }
+        segment
     }
 
     pub fn id(&self) -> SegmentId {
@@ -81,11 +97,22 @@ impl SegmentMeta {
     }
 
     pub fn is_sealed(&self) -> bool {
-        self.sealed.load(Ordering::Acquire)
+        self.seal.get().is_some()
     }
 
-    pub fn seal(&self) {
-        self.sealed.store(true, Ordering::Release);
+    /// What the segment was sealed with, once it is.
+    pub fn sealed(&self) -> Option<Seal> {
+        self.seal.get().copied()
+    }
+
+    /// Seals the segment: nothing more is appended to it.
+    pub fn seal(&self, seal: Seal) {
+        assert!(
+            self.seal.set(seal).is_ok(),
+            "segment {} sealed twice",
+            self.id().0
+        );
+        self.set_end_bytes(seal.end_bytes);
     }
 
     pub fn is_quarantined(&self) -> bool {

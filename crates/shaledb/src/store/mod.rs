@@ -14,7 +14,7 @@ pub use kvs_set::{KvsSet, KvsState};
 use crate::cache::ValueCache;
 use crate::counters::Counters;
 use crate::index::Entry;
-use crate::log::Heads;
+use crate::log::{Heads, Lifecycle};
 use crate::poison::Poison;
 use crate::segment::SegmentTable;
 use crate::space::SpaceBudget;
@@ -23,6 +23,9 @@ use std::sync::Arc;
 
 pub struct Store {
     pub segments: Arc<SegmentTable>,
+    /// Creates, seals and frees segments, recording each step in the manifest.
+    pub lifecycle: Arc<Lifecycle>,
+    /// No heads when the KVDB is open read-only.
     pub heads: Heads,
     pub kvs: KvsSet,
     /// The next seqno a commit assigns; the heads stamp new segments with it (I6).

@@ -1,87 +1,92 @@
-//! Opening a store: recovery rebuilds the indexes from the newest checkpoint and the segments,
-//! then the log heads start on fresh segments (invariant I10) and the space budget takes its
-//! first reading.
+//! Opening a store: recovery checks the segments against the manifest and rebuilds the
+//! indexes, the open finishes what a crash left half done (unless read-only), then the log
+//! heads start on fresh segments (invariant I10) and the space budget takes its first reading.
 
 use super::kvs_set::{KvsSet, KvsState};
 use super::Store;
 use crate::cache::ValueCache;
-use crate::catalog::MediaDirs;
 use crate::counters::Counters;
 use crate::error::Result;
-use crate::log::{Heads, HeadsConfig};
-use crate::media::MediaClass;
-use crate::options::{KvsOptions, Options};
+use crate::home::Home;
+use crate::log::{Heads, HeadsConfig, Lifecycle};
+use crate::manifest::Edit;
+use crate::media::{remove_file_durably, MediaClass};
+use crate::options::Options;
 use crate::poison::Poison;
-use crate::recovery::{self, RecoveryReport};
-use crate::segment::SegmentTable;
+use crate::recovery::{self, Cleanup, RecoveryInput, RecoveryReport};
+use crate::segment::{SegmentId, SegmentTable};
 use crate::space::SpaceBudget;
-use std::collections::HashSet;
-use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 impl Store {
-    /// Opens the store of the KVDB in `home` on its `media`, holding the KVSs `kvs` lists as
-    /// (id, name, options); returns it with what recovery did.
+    /// Opens the store of the KVDB whose home is `home`; returns it with what recovery did.
     pub fn open(
-        home: &Path,
-        media: &MediaDirs,
+        home: &Home,
         options: &Options,
-        kvs: Vec<(u32, String, KvsOptions)>,
+        poison: Arc<Poison>,
     ) -> Result<(Store, RecoveryReport)> {
-        let mut class_dirs = vec![(MediaClass::Capacity, media.capacity_dir.as_path())];
-        if let Some(staging) = &media.staging_dir {
-            class_dirs.push((MediaClass::Staging, staging.as_path()));
-        }
+        let state = home.manifest.state().clone();
         let counters = Counters::default();
-        let kvs_ids: HashSet<u32> = kvs.iter().map(|(id, _, _)| *id).collect();
         let started = std::time::Instant::now();
-        let recovered = recovery::recover(
-            media.checkpoint_dir(),
-            &class_dirs,
-            &kvs_ids,
-            options.direct_io,
-            &counters,
-        )?;
-        tracing::info!(
-            home = %home.display(),
-            millis = started.elapsed().as_millis() as u64,
-            report = ?recovered.report,
-            "KVDB recovered"
-        );
+        let recovered = recovery::recover(&RecoveryInput {
+            state: &state,
+            media: &home.media,
+            checkpoint_dir: home.checkpoint_dir(),
+            direct_io: options.direct_io,
+            counters: &counters,
+        })?;
+        let mut report = recovered.report;
         let segments = Arc::new(SegmentTable::new(
             [
-                media
-                    .staging_dir
-                    .clone()
-                    .unwrap_or_else(|| home.join(MediaClass::Staging.name())),
-                media.capacity_dir.clone(),
+                home.staging_dir()
+                    .map_or_else(|| home.path.join(MediaClass::Staging.name()), Into::into),
+                home.capacity_dir().to_path_buf(),
             ],
-            recovered.next_segment_id,
+            SegmentId(state.next_segment_id),
         ));
         for segment in recovered.segments {
             segments.insert(segment);
         }
+        let lifecycle = Arc::new(Lifecycle::new(segments.clone(), home.manifest.clone()));
+        if !options.read_only {
+            finish_cleanup(&lifecycle, recovered.cleanup, &mut report)?;
+        }
+        tracing::info!(
+            home = %home.path.display(),
+            millis = started.elapsed().as_millis() as u64,
+            report = ?report,
+            "KVDB recovered"
+        );
         let next_seqno = Arc::new(AtomicU64::new(recovered.next_seqno));
-        let poison = Arc::new(Poison::default());
-        let heads = Heads::open(
-            &HeadsConfig {
-                segment_bytes: options.segment_bytes,
-                write_buffer_bytes: options.write_buffer_bytes,
-                flush_chunk_bytes: options.flush_chunk_bytes,
-                direct_io: options.direct_io,
-                segments: segments.clone(),
-                poison: poison.clone(),
-                next_seqno: next_seqno.clone(),
-            },
-            media.staging_dir.is_some(),
-            |class| counters.media(class).clone(),
-        )?;
+        let heads = if options.read_only {
+            Heads::none()
+        } else {
+            Heads::open(
+                &HeadsConfig {
+                    segment_bytes: options.segment_bytes,
+                    write_buffer_bytes: options.write_buffer_bytes,
+                    flush_chunk_bytes: options.flush_chunk_bytes,
+                    direct_io: options.direct_io,
+                    lifecycle: lifecycle.clone(),
+                    poison: poison.clone(),
+                    next_seqno: next_seqno.clone(),
+                },
+                home.staging_dir().is_some(),
+                |class| counters.media(class).clone(),
+            )?
+        };
         let mut indexes = recovered.indexes;
-        let kvs_set = KvsSet::default();
-        for (id, name, options) in kvs {
+        let kvs = KvsSet::default();
+        for (&id, entry) in &state.kvs {
             let index = indexes.remove(&id).unwrap_or_default();
-            kvs_set.insert(Arc::new(KvsState::new(id, name, options, index)));
+            let options = entry.options.clone();
+            kvs.insert(Arc::new(KvsState::new(
+                id,
+                entry.name.clone(),
+                options,
+                index,
+            )));
         }
         let space = SpaceBudget::new(
             options.space_bytes_max,
@@ -93,11 +98,12 @@ impl Store {
                 0.0
             },
         );
-        space.refresh(&segments, &media.capacity_dir)?;
+        space.refresh(&segments, home.capacity_dir())?;
         let store = Store {
             segments,
+            lifecycle,
             heads,
-            kvs: kvs_set,
+            kvs,
             next_seqno,
             covered_seqno: AtomicU64::new(recovered.covered_seqno),
             space,
@@ -105,6 +111,37 @@ impl Store {
             counters,
             poison,
         };
-        Ok((store, recovered.report))
+        Ok((store, report))
     }
+}
+
+/// Records the seals of the segments a crash left active, frees the empty ones, and removes
+/// the files a crash left behind.
+fn finish_cleanup(
+    lifecycle: &Lifecycle,
+    cleanup: Vec<Cleanup>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    for step in cleanup {
+        match step {
+            Cleanup::Seal(id, seal) => lifecycle
+                .manifest
+                .record(&Edit::SegmentSealed { id, seal })?,
+            Cleanup::FreeEmpty(id, path) => {
+                lifecycle.manifest.record(&Edit::SegmentFreed { id })?;
+                lifecycle.finish_free(id, Some(&path))?;
+            }
+            Cleanup::FinishFree(id, path) => {
+                if let Some(path) = &path {
+                    report.leftovers_removed.push(path.display().to_string());
+                }
+                lifecycle.finish_free(id, path.as_deref())?;
+            }
+            Cleanup::RemoveUnrecorded(path) => {
+                report.leftovers_removed.push(path.display().to_string());
+                remove_file_durably(&path)?;
+            }
+        }
+    }
+    Ok(())
 }

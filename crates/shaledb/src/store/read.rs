@@ -58,8 +58,7 @@ impl Store {
         let Some(segment) = self.segments.get(location.segment) else {
             return Ok(None);
         };
-        let head = self.heads.at(segment.header.class, segment.header.head);
-        let bytes = match head.read_buffered(&segment, location) {
+        let bytes = match self.heads.read_buffered(&segment, location) {
             Some(bytes) => {
                 self.counters.write_buffer_hits.add(1);
                 bytes

@@ -59,3 +59,19 @@ pub fn run_child_then_kill(
     }
     acked
 }
+
+/// Runs this test binary's test `child_test` in a child process, with `env_var` set to `dir`,
+/// and waits for it to crash (abort) as it is written to.
+pub fn run_child_until_it_crashes(child_test: &str, env_var: &str, dir: &std::path::Path) {
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", child_test, "--nocapture", "--test-threads=1"])
+        .env(env_var, dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        !status.success(),
+        "the child {child_test} was meant to crash"
+    );
+}
