@@ -189,17 +189,15 @@ fn create(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<Manifes
 fn upgrade(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<Manifest> {
     let legacy = LegacyCatalog::load(home)?;
     let kvdb_id = random_id();
-    let capacity = legacy
-        .capacity_dir
-        .clone()
-        .unwrap_or_else(|| home.join(MediaClass::Capacity.name()));
-    let mut media_dirs = vec![(MediaClass::Capacity, capacity.clone())];
-    media_dirs.extend(
-        legacy
-            .staging_dir
-            .clone()
-            .map(|dir| (MediaClass::Staging, dir)),
-    );
+    let capacity = match (&options.capacity_dir, &legacy.capacity_dir) {
+        (Some(asked), _) => asked.clone(),
+        (None, Some(old)) => legacy_dir(home, old)?,
+        (None, None) => home.join(MediaClass::Capacity.name()),
+    };
+    let mut media_dirs = vec![(MediaClass::Capacity, capacity)];
+    if let Some(staging) = options.staging_dir.clone().or(legacy.staging_dir.clone()) {
+        media_dirs.push((MediaClass::Staging, legacy_dir(home, &staging)?));
+    }
     let mut stored = Vec::new();
     for (class, dir) in &media_dirs {
         std::fs::create_dir_all(dir)
@@ -265,6 +263,28 @@ fn upgrade(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<Manife
     LegacyCatalog::retire(home)?;
     tracing::warn!(home = %home.display(), "upgraded a KVDB written before the manifest");
     Ok(manifest)
+}
+
+/// Where a directory an old catalog named is now. Old catalogs stored paths as given, so a
+/// relative one was relative to the working directory of that time: it is looked for as the
+/// same-named directory inside the home (where the old default put it) and there.
+fn legacy_dir(home: &Path, stored: &Path) -> Result<PathBuf> {
+    if stored.is_absolute() {
+        return Ok(stored.to_path_buf());
+    }
+    let inside_home = stored.file_name().map(|name| home.join(name));
+    inside_home
+        .into_iter()
+        .chain([stored.to_path_buf()])
+        .find(|candidate| candidate.is_dir())
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "the old catalog of {} names the media directory {} relative to the working \
+                 directory it was created from; open it from there, or give the directory",
+                home.display(),
+                stored.display()
+            ))
+        })
 }
 
 /// Whether `home` holds nothing but the remains of a creation that never wrote its manifest:

@@ -361,3 +361,44 @@ fn a_read_only_open_reads_and_writes_nothing() {
     assert_eq!(error.kind(), ErrorKind::NotFound);
     assert!(!dir.path().join("nothing-here").exists());
 }
+
+/// A KVDB written by the engine before the manifest (the checked-in fixture was made by
+/// commit 3fb5f93's `shale`: three KVSs, a delete, a prefix length, a capacity path stored
+/// relative to the working directory of the time) opens upgraded, with everything in it.
+#[test]
+fn a_kvdb_from_before_the_manifest_is_upgraded_with_all_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("legacy-kvdb");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/legacy-kvdb"))
+        .arg(&home)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for round in 0..2 {
+        let db = Db::open(&home, small_options()).unwrap();
+        assert_eq!(db.recovery_report().upgraded_from_catalog, round == 0);
+        let mut expected = vec!["logs", "tagged", "users"];
+        if round == 1 {
+            expected.insert(1, "new"); // written by round 0, after the upgrade
+        }
+        assert_eq!(db.list_kvs().unwrap(), expected);
+        let users = db.kvs("users").unwrap();
+        assert_eq!(users.get("user:1").unwrap(), None);
+        assert_eq!(users.get("user:2").unwrap().as_deref(), Some(&b"Grace"[..]));
+        let logs = db.kvs("logs").unwrap();
+        assert_eq!(
+            logs.get("2026-11-23").unwrap().as_deref(),
+            Some(&b"started"[..])
+        );
+        let tagged = db.kvs("tagged").unwrap();
+        assert_eq!(tagged.options().prefix_len, 3);
+        assert_eq!(tagged.get("abc1").unwrap().as_deref(), Some(&b"x"[..]));
+        assert!(db.check().unwrap().is_ok(), "{:?}", db.check().unwrap());
+        db.kvs("new").unwrap().put("k", "v").unwrap();
+        db.close().unwrap();
+    }
+    assert!(!home.join("catalog.json").exists());
+    assert!(home.join("catalog.json.before-manifest").exists());
+}
