@@ -67,6 +67,8 @@ pub enum Error {
     KvdbNotFound(PathBuf),
     #[error("the KVDB is open read-only: nothing may change it")]
     ReadOnly,
+    #[error("corruption was found while the KVDB was open ({0}); to never make it worse, nothing is cleaned or compacted: run `shale check`, then salvage")]
+    CorruptionFound(String),
     #[error("transaction conflict: {0}")]
     Conflict(String),
 }
@@ -77,7 +79,7 @@ impl Error {
         match self {
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::LimitExceeded { .. } => ErrorKind::LimitExceeded,
-            Error::Corruption { .. } => ErrorKind::Corruption,
+            Error::Corruption { .. } | Error::CorruptionFound(_) => ErrorKind::Corruption,
             Error::Io { source, .. } if is_no_space(source) => ErrorKind::NoSpace,
             Error::Io { .. } => ErrorKind::Io,
             Error::Locked(_) => ErrorKind::Locked,

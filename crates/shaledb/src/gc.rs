@@ -6,7 +6,7 @@
 //! client segment go to the young cleaner head, records cleaned again go to the old one, so
 //! cold data collects in segments that rarely need cleaning and never mixes with fresh writes.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::Liveness;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::log::LogHead;
@@ -86,6 +86,9 @@ impl Cleaner {
     pub fn clean_step(&self) -> Result<bool> {
         let _one_pass = self.pass.lock();
         let store = &self.store;
+        if store.corruption().is_some() {
+            return Ok(false); // never make a damaged KVDB worse
+        }
         if let Some(oldest) = self.staging_overflow() {
             return self.clean_segment(&oldest, true);
         }
@@ -133,6 +136,9 @@ impl Cleaner {
     pub fn compact(&self) -> Result<u64> {
         let _one_pass = self.pass.lock();
         let store = &self.store;
+        if let Some(corruption) = store.corruption() {
+            return Err(Error::CorruptionFound(corruption));
+        }
         for head in store.heads.all() {
             head.seal_active()?;
         }
@@ -246,10 +252,18 @@ impl Cleaner {
         });
         if !whole {
             // What could not be read may hold the only copy of something: keep it all.
-            tracing::error!(segment = %victim.path().display(), seal = ?victim.sealed(),
-                end = summary.end_offset, records = summary.records,
-                corruptions = ?summary.corruptions, torn_tail = summary.torn_tail,
-                "not freeing a segment that does not read back as it was sealed");
+            let seal = victim.sealed();
+            store.note_corruption(&Error::corruption(
+                victim.path(),
+                summary.end_offset,
+                format!(
+                    "the cleaner read {} records ending here ({} bad, torn end: {}), but the \
+                     segment was sealed as {seal:?}; it is kept, never freed",
+                    summary.records,
+                    summary.corruptions.len(),
+                    summary.torn_tail
+                ),
+            ));
             victim.quarantine();
             return Ok(false);
         }

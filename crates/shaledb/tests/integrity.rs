@@ -402,3 +402,32 @@ fn a_kvdb_from_before_the_manifest_is_upgraded_with_all_its_data() {
     assert!(!home.join("catalog.json").exists());
     assert!(home.join("catalog.json.before-manifest").exists());
 }
+
+/// Finding 9 (engine side) and the rule that damage is never made worse: a get of a damaged
+/// record is `Corruption`, never "not found", and from then on neither the cleaner nor
+/// `compact` frees anything.
+#[test]
+fn a_damaged_record_is_corruption_on_read_and_stops_all_cleaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write_data(dir.path(), small_options());
+    let victim = segments(&dir.path().join("capacity"))[0].clone();
+    let key = model.keys().next().unwrap().clone();
+    let record = last_record_of(&victim, &key);
+    write_at(&victim, record + 30, &[0xee]); // a byte of its key
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let error = kvs.get(&key).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert!(error.to_string().contains(victim.to_str().unwrap()), "{error}");
+    let segments_before = segments(&dir.path().join("capacity"));
+    let refused = db.compact().unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Corruption, "{refused}");
+    std::thread::sleep(std::time::Duration::from_millis(300)); // a few cleaner rounds
+    assert!(
+        segments_before
+            .iter()
+            .all(|path| path.exists()),
+        "a segment was freed after corruption was found"
+    );
+    assert!(!db.check().unwrap().is_ok());
+}

@@ -13,11 +13,13 @@ pub use kvs_set::{KvsSet, KvsState};
 
 use crate::cache::ValueCache;
 use crate::counters::Counters;
+use crate::error::Error;
 use crate::index::Entry;
 use crate::log::{Heads, Lifecycle};
 use crate::poison::Poison;
 use crate::segment::SegmentTable;
 use crate::space::SpaceBudget;
+use parking_lot::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -36,9 +38,26 @@ pub struct Store {
     pub cache: ValueCache,
     pub counters: Counters,
     pub poison: Arc<Poison>,
+    /// The first corruption found while open (by a read or the cleaner): from then on the
+    /// cleaner frees nothing, so the damage is never made worse, unless salvage was asked for.
+    corruption: Mutex<Option<String>>,
 }
 
 impl Store {
+    /// Notes damage found while open; see [`Store::corruption`].
+    pub fn note_corruption(&self, error: &Error) {
+        let mut first = self.corruption.lock();
+        if first.is_none() {
+            tracing::error!(%error, "corruption found; the cleaner stops freeing segments");
+            *first = Some(error.to_string());
+        }
+    }
+
+    /// The first corruption found while open, if any.
+    pub fn corruption(&self) -> Option<String> {
+        self.corruption.lock().clone()
+    }
+
     /// Forgets a version that nothing points at any more: subtracts it from its segment's live
     /// bytes and drops its cached value, which no reader can ask for again (left in, a key
     /// updated often would fill the cache with its dead versions).

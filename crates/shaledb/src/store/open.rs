@@ -110,6 +110,7 @@ impl Store {
             cache: ValueCache::new(options.cache_bytes),
             counters,
             poison,
+            corruption: Default::default(),
         };
         Ok((store, report))
     }

@@ -72,8 +72,12 @@ impl Store {
                 )?
             }
         };
-        let corrupt =
-            |detail: String| Error::corruption(segment.path(), u64::from(location.offset), detail);
+        let corrupt = |detail: String| {
+            let error = Error::corruption(segment.path(), u64::from(location.offset), detail);
+            segment.quarantine();
+            self.note_corruption(&error);
+            error
+        };
         let record = record::decode(&bytes)
             .map_err(|error| corrupt(format!("record failed validation: {error:?}")))?;
         if !record.kind.has_value()
