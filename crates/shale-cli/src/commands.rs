@@ -20,8 +20,26 @@ struct DumpLine {
     value: String,
 }
 
+/// Whether `command` only reads, so the KVDB is opened read-only and nothing is created.
+fn only_reads(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Get { .. }
+            | Command::Scan { .. }
+            | Command::Info { .. }
+            | Command::Dump
+            | Command::Check { .. }
+            | Command::Kvs {
+                action: KvsAction::List
+            }
+    )
+}
+
 fn open(cli: &Cli) -> Result<Db> {
+    let read_only = cli.read_only || only_reads(&cli.command);
     let options = Options {
+        read_only,
+        create_if_missing: !read_only,
         durability: cli.durability.parse()?,
         cache_bytes: cli.cache_mb.unwrap_or(256) << 20,
         capacity_dir: cli.capacity.clone(),
@@ -53,13 +71,19 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
     let mut out = BufWriter::new(stdout.lock());
     match &cli.command {
         Command::Put { key, value } => db.kvs(kvs_name(cli))?.put(key, value)?,
-        Command::Get { key } => match db.kvs(kvs_name(cli))?.get(key)? {
-            Some(value) => {
-                out.write_all(&value)?;
-                out.write_all(b"\n")?;
+        Command::Get { key } => {
+            let kvs = match db.kvs(kvs_name(cli)) {
+                Err(error) if error.kind() == ErrorKind::NotFound => return Ok(ExitCode::from(1)),
+                kvs => kvs?,
+            };
+            match kvs.get(key)? {
+                Some(value) => {
+                    out.write_all(&value)?;
+                    out.write_all(b"\n")?;
+                }
+                None => return Ok(ExitCode::from(1)),
             }
-            None => return Ok(ExitCode::from(1)),
-        },
+        }
         Command::Del { key } => db.kvs(kvs_name(cli))?.delete(key)?,
         Command::PrefixDel { prefix } => db.kvs(kvs_name(cli))?.prefix_delete(prefix)?,
         Command::Scan {

@@ -15,9 +15,13 @@ use std::process::ExitCode;
     about = "ShaleDB: a key-value storage engine for flash"
 )]
 struct Cli {
-    /// The KVDB's home directory (created if missing).
+    /// The KVDB's home directory (commands that write create it when missing or empty).
     #[arg(long, global = true, env = "SHALE_DB", default_value = "shale-data")]
     db: PathBuf,
+    /// Open the KVDB read-only: nothing is written (works on a read-only file system); commands
+    /// that write fail. get, scan, info, dump, check and `kvs list` always open read-only.
+    #[arg(long, global = true)]
+    read_only: bool,
     /// The KVS to work on (created on first use). `dump` takes every KVS unless this is given.
     #[arg(long, global = true)]
     kvs: Option<String>,
@@ -44,7 +48,7 @@ struct Cli {
 enum Command {
     /// Set KEY to VALUE.
     Put { key: String, value: String },
-    /// Print KEY's value and a newline; exit 1 when it has none.
+    /// Print KEY's value and a newline; exit 1 when it has none, 4 when its record is damaged.
     Get { key: String },
     /// Delete KEY.
     Del { key: String },
@@ -79,7 +83,9 @@ enum Command {
     Load { file: String },
     /// Write every record as JSON Lines ({"kvs","key","value"}, key and value base64).
     Dump,
-    /// Verify every record's CRC and the index; exit 2 and name file and offset on corruption.
+    /// Verify everything recovery relies on (manifest, checkpoint, every segment file against the
+    /// manifest, every record, the index, the live-byte counters); exit 2 and name file and
+    /// offset of each problem.
     Check {
         #[arg(long)]
         json: bool,
@@ -143,9 +149,20 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("shale: {error:#}");
-            ExitCode::from(2)
+            exit_code_for(&error)
         }
     }
+}
+
+/// Exit status of a failed command: 4 when data was found damaged (`ErrorKind::Corruption`),
+/// so a script can tell it from "not found" (1) and from other errors (2).
+fn exit_code_for(error: &anyhow::Error) -> ExitCode {
+    let corrupt = error.chain().any(|cause| {
+        cause
+            .downcast_ref::<shaledb::Error>()
+            .is_some_and(|error| error.kind() == shaledb::ErrorKind::Corruption)
+    });
+    ExitCode::from(if corrupt { 4 } else { 2 })
 }
 
 /// `shale serve`: global KVDB flags the user gave beat the config file; defaults do not.

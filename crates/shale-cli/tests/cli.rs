@@ -296,3 +296,124 @@ fn media_classes_from_the_command_line() {
     let bad_policy = shale(&db, &["kvs", "create", "x", "--media-policy", "fastest"]);
     assert_eq!(bad_policy.status.code(), Some(2));
 }
+
+/// Every file below `dir` with its bytes.
+fn files(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for item in std::fs::read_dir(&dir).unwrap() {
+            let path = item.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn commands_that_only_read_write_nothing_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    assert!(shale(&db, &["put", "k", "v"]).status.success());
+    let before = files(&db);
+    let reads: [&[&str]; 8] = [
+        &["get", "k"],
+        &["get", "missing"],
+        &["--kvs", "no-such-kvs", "get", "k"],
+        &["scan"],
+        &["info", "--json"],
+        &["dump"],
+        &["check"],
+        &["kvs", "list"],
+    ];
+    for args in reads {
+        let output = shale(&db, args);
+        assert!(
+            output.status.code().is_some_and(|code| code <= 1),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(files(&db), before, "{args:?} wrote something");
+    }
+    let nowhere = dir.path().join("nowhere");
+    let missing = shale(&nowhere, &["get", "k"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no KVDB"));
+    assert!(!nowhere.exists(), "a read created the KVDB");
+    let refused = shale(&db, &["--read-only", "put", "k", "w"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("read-only"));
+    assert_eq!(stdout(&shale(&db, &["get", "k"])), "v\n");
+}
+
+#[test]
+fn a_damaged_record_exits_4_never_like_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for index in 0..20 {
+        let value = format!("value-{index:03}-{}", "x".repeat(100));
+        assert!(shale(&db, &["put", &format!("key{index:02}"), &value])
+            .status
+            .success());
+    }
+    let segment = std::fs::read_dir(db.join("capacity"))
+        .unwrap()
+        .map(|item| item.unwrap().path())
+        .find(|path| {
+            let bytes = std::fs::read(path).unwrap();
+            bytes.windows(9).any(|window| window == b"value-007")
+        })
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let at = bytes
+        .windows(9)
+        .position(|window| window == b"value-007")
+        .unwrap();
+    bytes[at + 20] ^= 0xff;
+    std::fs::write(&segment, bytes).unwrap();
+    let damaged = shale(&db, &["get", "key07"]);
+    assert_eq!(damaged.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&damaged.stderr);
+    assert!(
+        stderr.contains(segment.file_name().unwrap().to_str().unwrap()),
+        "{stderr}"
+    );
+    assert_eq!(shale(&db, &["get", "key99"]).status.code(), Some(1));
+    assert_eq!(
+        stdout(&shale(&db, &["get", "key08"])).len(),
+        111,
+        "value and newline"
+    );
+}
+
+#[test]
+fn a_relative_db_path_opens_the_same_from_any_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
+    let run = |cwd: &Path, db: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_shale"))
+            .current_dir(cwd)
+            .args(["--db", db])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(run(dir.path(), "rel", &["put", "k", "v"]).status.success());
+    assert_eq!(
+        stdout(&run(&dir.path().join("elsewhere"), "../rel", &["get", "k"])),
+        "v\n"
+    );
+    let absolute = dir.path().join("rel");
+    assert_eq!(
+        stdout(&run(
+            Path::new("/"),
+            absolute.to_str().unwrap(),
+            &["get", "k"]
+        )),
+        "v\n"
+    );
+}

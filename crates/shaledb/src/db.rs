@@ -126,8 +126,8 @@ impl Db {
         self.kvs_with_options(name, KvsOptions::default())
     }
 
-    /// The KVS named `name`, created with `options` if it does not exist. An existing KVS keeps
-    /// the options it was created with.
+    /// The KVS named `name`, created with `options` if it does not exist (a read-only KVDB
+    /// creates none: `NotFound`). An existing KVS keeps the options it was created with.
     pub fn kvs_with_options(&self, name: &str, options: KvsOptions) -> Result<Kvs> {
         self.engine.check_open()?;
         validate_kvs_name(name)?;
@@ -141,7 +141,9 @@ impl Db {
                 options.media_policy
             )));
         }
-        self.engine.check_writable()?;
+        if self.engine.options.read_only {
+            return Err(Error::KvsNotFound(name.to_string()));
+        }
         let _one_change = self.kvs_changes.lock();
         if let Some(state) = self.kvs_by_name.read().get(name) {
             return Ok(self.handle(state.clone()));

@@ -341,7 +341,8 @@ fn a_read_only_open_reads_and_writes_nothing() {
         assert_eq!(kvs.put(b"x", b"y").unwrap_err().kind(), ErrorKind::ReadOnly);
         assert_eq!(
             db.kvs("new").err().map(|error| error.kind()),
-            Some(ErrorKind::ReadOnly)
+            Some(ErrorKind::NotFound),
+            "a read-only KVDB creates no KVS"
         );
         assert_eq!(db.compact().unwrap_err().kind(), ErrorKind::ReadOnly);
         db.close().unwrap();
@@ -418,15 +419,16 @@ fn a_damaged_record_is_corruption_on_read_and_stops_all_cleaning() {
     let kvs = db.kvs("t").unwrap();
     let error = kvs.get(&key).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
-    assert!(error.to_string().contains(victim.to_str().unwrap()), "{error}");
+    assert!(
+        error.to_string().contains(victim.to_str().unwrap()),
+        "{error}"
+    );
     let segments_before = segments(&dir.path().join("capacity"));
     let refused = db.compact().unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::Corruption, "{refused}");
     std::thread::sleep(std::time::Duration::from_millis(300)); // a few cleaner rounds
     assert!(
-        segments_before
-            .iter()
-            .all(|path| path.exists()),
+        segments_before.iter().all(|path| path.exists()),
         "a segment was freed after corruption was found"
     );
     assert!(!db.check().unwrap().is_ok());
