@@ -62,8 +62,11 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let poison = Arc::new(Poison::default());
-        let home = Home::open(path.as_ref(), &options, poison.clone())?;
+        let mut home = Home::open(path.as_ref(), &options, poison.clone())?;
         let (store, mut recovery_report) = Store::open(&home, &options, poison)?;
+        if !options.read_only {
+            home.finish_open()?;
+        }
         recovery_report.created = home.report.created;
         recovery_report.upgraded_from_catalog = home.report.upgraded_from_catalog;
         recovery_report.manifest_torn_tail = home.report.manifest_torn_tail.clone();

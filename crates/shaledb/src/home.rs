@@ -40,8 +40,19 @@ pub struct Home {
     /// Every media directory with its class, capacity first.
     pub media: Vec<(MediaClass, PathBuf)>,
     pub report: HomeReport,
+    /// Changes the open found due, made by `finish_open` once the KVDB opened: an open that
+    /// fails writes nothing.
+    pending: Pending,
     /// Held until the home is dropped.
     _locks: Vec<File>,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// A new staging budget to record.
+    media: Option<MediaDirs>,
+    /// Media directories a moved home adopts: their identity, naming the new owner.
+    adoptions: Vec<(PathBuf, Identity)>,
 }
 
 impl Home {
@@ -94,11 +105,10 @@ impl Home {
             check_requested_dirs(path, options, &state.media)?;
             state.media.classes(path)
         };
-        if let Some(budget) = changed_staging_budget(options, &manifest.state().media) {
-            if !options.read_only {
-                manifest.record(&Edit::Media(budget))?;
-            }
-        }
+        let mut pending = Pending {
+            media: changed_staging_budget(options, &manifest.state().media),
+            adoptions: Vec::new(),
+        };
         let kvdb_id = manifest.state().kvdb_id;
         for (class, dir) in &media {
             if !dir.is_dir() {
@@ -110,8 +120,16 @@ impl Home {
                 )));
             }
             locks.push(lock_dir(dir, options.read_only)?);
-            if let Some(adopted) = check_identity(path, dir, *class, kvdb_id, options.read_only)? {
-                report.adopted_dirs.push(adopted);
+            if let Some(adopted) = check_identity(path, dir, *class, kvdb_id)? {
+                report.adopted_dirs.push(format!(
+                    "{} (was owned by {})",
+                    dir.display(),
+                    adopted
+                        .owner_home
+                        .as_ref()
+                        .map_or("?".into(), |old| old.display().to_string())
+                ));
+                pending.adoptions.push((dir.clone(), adopted));
             }
         }
         Ok(Home {
@@ -119,8 +137,26 @@ impl Home {
             manifest: Arc::new(manifest),
             media,
             report,
+            pending,
             _locks: locks,
         })
+    }
+
+    /// Makes the changes the open found due (a new staging budget, directories a moved home
+    /// adopts); called once the KVDB opened, never by a read-only open.
+    pub fn finish_open(&mut self) -> Result<()> {
+        if let Some(media) = self.pending.media.take() {
+            self.manifest.record(&Edit::Media(media))?;
+        }
+        let owner = canonical(&self.path)?;
+        for (dir, identity) in self.pending.adoptions.drain(..) {
+            Identity {
+                owner_home: Some(owner.clone()),
+                ..identity
+            }
+            .store(&dir)?;
+        }
+        Ok(())
     }
 
     pub fn capacity_dir(&self) -> &Path {
@@ -351,15 +387,14 @@ fn changed_staging_budget(options: &Options, media: &MediaDirs) -> Option<MediaD
 
 /// Checks that `dir` is the `class` directory of KVDB `kvdb_id` in `home`. A directory outside
 /// the home that names another home as owner is refused when that home still holds this KVDB
-/// (this home is a copy sharing the original's directory), and adopted otherwise (the home was
-/// moved); returns what was adopted.
+/// (this home is a copy sharing the original's directory), and is to be adopted otherwise (the
+/// home was moved): returns its identity then.
 fn check_identity(
     home: &Path,
     dir: &Path,
     class: MediaClass,
     kvdb_id: u64,
-    read_only: bool,
-) -> Result<Option<String>> {
+) -> Result<Option<Identity>> {
     let Some(identity) = Identity::load(dir)? else {
         let why = match first_entry_but(dir, &[LOCK_FILE_NAME])? {
             None => "it is empty: is the right device mounted there?".to_string(),
@@ -420,18 +455,7 @@ fn check_identity(
             home.display()
         )));
     }
-    if !read_only {
-        Identity {
-            owner_home: Some(canonical_home),
-            ..identity
-        }
-        .store(dir)?;
-    }
-    Ok(Some(format!(
-        "{} (was owned by {})",
-        dir.display(),
-        owner.display()
-    )))
+    Ok(Some(identity))
 }
 
 /// How the manifest stores `dir`: relative when inside `home`, else absolute and canonical;

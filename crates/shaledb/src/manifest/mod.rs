@@ -79,6 +79,9 @@ struct Inner {
     len: u64,
     /// Bytes the state would take rewritten, when last rewritten.
     state_bytes: u64,
+    /// The file ends in a torn record, to be cut off before the next edit.
+    torn: bool,
+    read_only: bool,
 }
 
 impl Manifest {
@@ -91,6 +94,8 @@ impl Manifest {
                 file: None,
                 len: 0,
                 state_bytes: 0,
+                torn: false,
+                read_only: false,
             }),
             poison,
             rewrite_bytes_min: REWRITE_BYTES_MIN,
@@ -100,8 +105,9 @@ impl Manifest {
     }
 
     /// Loads the manifest of `home`: `Ok(None)` if there is none; `Corruption` if any record but
-    /// a torn last one fails validation or contradicts the ones before it. Unless `read_only`, a
-    /// torn last record is cut off by rewriting the manifest.
+    /// a torn last one fails validation or contradicts the ones before it. Loading writes
+    /// nothing: a torn last record is cut off (by rewriting the manifest) only before the first
+    /// edit is recorded, so an open that fails later leaves the file as it found it.
     pub fn open(
         home: &Path,
         read_only: bool,
@@ -114,26 +120,25 @@ impl Manifest {
             Err(error) => return Err(Error::io(format!("read {}", path.display()), error)),
         };
         let (state, report, len) = decode(&bytes, &path)?;
+        let torn = report.torn_tail.is_some();
+        let file = if read_only || torn {
+            None
+        } else {
+            Some(open_for_append(&path)?)
+        };
         let manifest = Manifest {
             inner: Mutex::new(Inner {
                 state,
-                file: None,
+                file,
                 len,
                 state_bytes: len,
+                torn,
+                read_only,
             }),
             path,
             poison,
             rewrite_bytes_min: REWRITE_BYTES_MIN,
         };
-        if !read_only {
-            let mut inner = manifest.inner.lock();
-            if report.torn_tail.is_some() {
-                replace_file_durably(home, TORN_COPY_NAME, &bytes)?;
-                manifest.rewrite(&mut inner)?;
-            } else {
-                inner.file = Some(open_for_append(&manifest.path)?);
-            }
-        }
         Ok(Some((manifest, report)))
     }
 
@@ -156,11 +161,22 @@ impl Manifest {
         if let Err(why) = next.apply(edit) {
             panic!("manifest edit {edit:?} contradicts the state: {why}");
         }
-        let Some(file) = &inner.file else {
-            return Err(Error::InvalidArgument(
-                "the KVDB is open read-only; nothing can change it".into(),
-            ));
-        };
+        if inner.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if inner.torn {
+            // Keep the file as found, then cut the torn tail by writing the state anew.
+            let found = std::fs::read(&self.path)
+                .map_err(|error| Error::io(format!("read {}", self.path.display()), error))?;
+            let dir = self.path.parent().expect("the manifest lives in the home");
+            replace_file_durably(dir, TORN_COPY_NAME, &found)?;
+            self.rewrite(&mut inner)?;
+            inner.torn = false;
+        }
+        let file = inner
+            .file
+            .as_ref()
+            .expect("a writable manifest has its file open");
         let at = inner.len;
         let mut bytes = Vec::new();
         encode_record(edit, at, &mut bytes);

@@ -187,6 +187,19 @@ fn a_torn_tail_is_cut_and_kept_aside_when_opened_for_writing() {
         .unwrap();
     assert!(report.torn_tail.is_some());
     assert_eq!(
+        std::fs::read(&path).unwrap(),
+        &bytes[..bytes.len() - 3],
+        "loading wrote nothing"
+    );
+    assert!(!dir.path().join(TORN_COPY_NAME).exists());
+    manifest
+        .record(&Edit::KvsCreated {
+            id: 8,
+            name: "first".into(),
+            options: KvsOptions::default(),
+        })
+        .unwrap();
+    assert_eq!(
         std::fs::read(dir.path().join(TORN_COPY_NAME)).unwrap(),
         &bytes[..bytes.len() - 3]
     );
@@ -279,7 +292,7 @@ fn a_read_only_manifest_refuses_edits() {
         name: "new".into(),
         options: KvsOptions::default(),
     });
-    assert_eq!(refused.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(refused.unwrap_err().kind(), ErrorKind::ReadOnly);
     assert_eq!(
         manifest.state().kvs_named("new"),
         None,
