@@ -275,10 +275,12 @@ impl Db {
         }
     }
 
-    /// Makes every acknowledged write durable (`fdatasync`).
+    /// Makes every acknowledged write durable (`fdatasync`), and records in the manifest how far
+    /// each active segment is durable.
     pub fn sync(&self) -> Result<()> {
         self.engine.check_open()?;
-        self.store().heads.flush_all(true)
+        self.store().heads.flush_all(true)?;
+        self.store().heads.record_durable_points()
     }
 
     /// Runs the cleaner now over every segment holding dead data; returns the segments freed.

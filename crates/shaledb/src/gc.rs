@@ -267,9 +267,10 @@ impl Cleaner {
             victim.quarantine();
             return Ok(false);
         }
-        // The copies must be durable before the originals go.
+        // The copies must be durable, and recorded so, before the originals go.
         for head in store.heads.cleaners() {
             head.flush(true)?;
+            head.record_durable_point()?;
         }
         store.lifecycle.free(victim)?;
         if victim.header.class == MediaClass::Capacity {

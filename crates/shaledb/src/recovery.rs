@@ -91,6 +91,10 @@ pub struct RecoveryReport {
     pub incomplete_batches_dropped: u64,
     /// Active segments whose last record was cut off (expected after a crash).
     pub torn_tails: u64,
+    /// For each torn tail: the file, where its readable records end, how many bytes after that
+    /// were dropped, and the last durable point known (the dropped bytes lie past it: a write
+    /// the crash tore, or damage there, which nothing can tell apart).
+    pub torn_tail_details: Vec<String>,
     /// Files removed as leftovers of a crash: unrecorded header-only segments, freed segments.
     pub leftovers_removed: Vec<String>,
 }
@@ -210,7 +214,14 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
             .get(&segment.id())
             .copied()
             .unwrap_or(SEGMENT_HEADER_BYTES);
-        let seal = replay_segment(&segment, entry.seal, from, &mut replay, &mut report)?;
+        let seal = replay_segment(
+            &segment,
+            entry.seal,
+            entry.durable_end,
+            from,
+            &mut replay,
+            &mut report,
+        )?;
         if entry.seal.is_none() {
             report.active_segments_sealed += 1;
             if seal.record_count == 0 {
@@ -408,6 +419,7 @@ fn describe(entry: &SegmentEntry) -> String {
 fn replay_segment(
     segment: &SegmentMeta,
     seal: Option<Seal>,
+    durable_end: u64,
     from: u64,
     replay: &mut Replay,
     report: &mut RecoveryReport,
@@ -503,13 +515,14 @@ fn replay_segment(
             Ok(seal)
         }
         None => {
-            if summary.end_offset < from {
+            let must_reach = from.max(durable_end);
+            if summary.end_offset < must_reach {
                 return Err(Error::corruption(
                     path,
                     summary.end_offset,
                     format!(
-                        "active segment {}: its records end at {}, before {from}, where the \
-                         checkpoint saw them durable",
+                        "active segment {}: its readable records end at {}, before {must_reach}, \
+                         up to which they were durable (the manifest or the checkpoint says so)",
                         id.0, summary.end_offset
                     ),
                 ));
@@ -519,6 +532,14 @@ fn replay_segment(
             }
             if summary.torn_tail {
                 report.torn_tails += 1;
+                let file_len = segment.file.len_bytes()?;
+                report.torn_tail_details.push(format!(
+                    "{}: readable records end at {} of {file_len} bytes, the rest no record or \
+                     cut (a write torn by the crash, or damage past the last durable point, {})",
+                    path.display(),
+                    summary.end_offset,
+                    must_reach
+                ));
             }
             Ok(Seal {
                 end_bytes: summary.end_offset,

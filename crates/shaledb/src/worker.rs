@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 const MAINTENANCE_PERIOD: Duration = Duration::from_millis(100);
 /// Most segments cleaned per maintenance round, so stopping stays prompt.
 const CLEAN_STEPS_PER_ROUND: usize = 8;
+/// How often the flusher tells the manifest how far the active segments are durable: after a
+/// crash, only what was synced in the last such period can be taken for a torn write.
+const DURABLE_POINTS_PERIOD: Duration = Duration::from_millis(100);
 /// Longest the flusher sleeps without durability work, so it notices stop promptly.
 const FLUSHER_IDLE: Duration = Duration::from_millis(50);
 
@@ -130,6 +133,7 @@ fn run_flusher(jobs: &Jobs, stop: &StopSignal) {
         Durability::Sync | Durability::None => None,
     };
     let mut last_sync = Instant::now();
+    let mut last_durable_points = Instant::now();
     let capacity_client = store.heads.at(MediaClass::Capacity, HeadKind::Client);
     while !stop.is_stopped() {
         let until_sync = interval.map_or(FLUSHER_IDLE, |period| {
@@ -150,6 +154,10 @@ fn run_flusher(jobs: &Jobs, stop: &StopSignal) {
                         }
                     }
                 }
+            }
+            if last_durable_points.elapsed() >= DURABLE_POINTS_PERIOD {
+                last_durable_points = Instant::now();
+                store.heads.record_durable_points()?;
             }
             Ok(())
         });

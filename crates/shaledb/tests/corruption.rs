@@ -196,8 +196,9 @@ fn garbled_manifest_is_a_clear_error() {
 
 const TORN_BATCH_CHILD_ENV: &str = "SHALEDB_TORN_BATCH_CHILD_DIR";
 
-/// Child mode of the next test: writes a key and a batch, makes them durable and crashes
-/// (aborts), leaving its segments active (unsealed), as a crash does.
+/// Child mode of the next test: writes a key and makes it durable, then writes a batch too big
+/// to stay in memory (the flusher writes it to the file, but nothing makes it durable) and
+/// crashes (aborts), leaving its segments active (unsealed), as a crash does.
 #[test]
 fn torn_batch_child() {
     let Ok(dir) = std::env::var(TORN_BATCH_CHILD_ENV) else {
@@ -206,12 +207,13 @@ fn torn_batch_child() {
     let db = Db::open(&dir, small_options()).unwrap();
     let kvs = db.kvs("t").unwrap();
     kvs.put(b"before", b"kept").unwrap();
+    db.sync().unwrap();
     let mut batch = db.batch();
     for key in [b"b1", b"b2", b"b3"] {
-        batch.put(&kvs, key, vec![3u8; 20_000]);
+        batch.put(&kvs, key, vec![3u8; 200_000]);
     }
     db.write(batch).unwrap();
-    db.sync().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300)); // the flusher writes it out
     std::process::abort();
 }
 
@@ -219,7 +221,8 @@ fn torn_batch_child() {
 fn a_batch_cut_by_a_torn_tail_is_dropped_whole() {
     let dir = tempfile::tempdir().unwrap();
     common::run_child_until_it_crashes("torn_batch_child", TORN_BATCH_CHILD_ENV, dir.path());
-    // The crash left the batch in an active segment; cut its end as a torn write would.
+    // The crash left the batch, never made durable, in an active segment; cut its end as a
+    // torn write would.
     let segment = segments(dir.path())
         .into_iter()
         .max_by_key(|path| std::fs::metadata(path).unwrap().len())

@@ -46,6 +46,9 @@ struct HeadState {
     /// Records appended to the segment, and the crc32c of their bytes: its seal when it fills.
     records: u64,
     records_crc: u32,
+    /// How far an `fdatasync` made the segment durable, and how far the manifest was told.
+    synced_end: u64,
+    recorded_durable_end: u64,
     /// Bytes `tail_base..end` of the segment; `tail_base` is page-aligned.
     tail: AlignedBuf,
     tail_base: u64,
@@ -83,6 +86,8 @@ impl LogHead {
             segment,
             records: 0,
             records_crc: 0,
+            synced_end: SEGMENT_HEADER_BYTES,
+            recorded_durable_end: SEGMENT_HEADER_BYTES,
             tail: AlignedBuf::zeroed(config.write_buffer_bytes),
             tail_base: SEGMENT_HEADER_BYTES,
             end: SEGMENT_HEADER_BYTES,
@@ -238,7 +243,10 @@ impl LogHead {
             }
         }
         match &result {
-            Ok(()) if sync => state.durable_lsn = state.durable_lsn.max(target_lsn),
+            Ok(()) if sync => {
+                state.durable_lsn = state.durable_lsn.max(target_lsn);
+                state.synced_end = self.written_end.load(Ordering::Relaxed);
+            }
             Ok(()) => {}
             Err(error) => self.config.poison.set(format!(
                 "{} log head flush failed: {error}",
@@ -326,6 +334,25 @@ impl LogHead {
         }
     }
 
+    /// Tells the manifest how far the active segment is durable, if further than it knows, so
+    /// that after a crash only what follows may be taken for a torn write.
+    pub fn record_durable_point(&self) -> Result<()> {
+        let (segment, synced_end) = {
+            let state = self.state.lock();
+            if state.synced_end <= state.recorded_durable_end {
+                return Ok(());
+            }
+            (state.segment.id(), state.synced_end)
+        };
+        // Recorded without the lock: a roll meanwhile makes the claim stale, which is harmless.
+        self.config.lifecycle.record_durable(segment, synced_end)?;
+        let mut state = self.state.lock();
+        if state.segment.id() == segment {
+            state.recorded_durable_end = state.recorded_durable_end.max(synced_end);
+        }
+        Ok(())
+    }
+
     /// Seals the active segment if it holds records, so the cleaner may take it.
     pub fn seal_active(&self) -> Result<()> {
         let mut state = self.state.lock();
@@ -384,6 +411,8 @@ impl LogHead {
             state.segment = next;
             state.records = 0;
             state.records_crc = 0;
+            state.synced_end = SEGMENT_HEADER_BYTES;
+            state.recorded_durable_end = SEGMENT_HEADER_BYTES;
             state.tail.clear();
             state.tail_base = SEGMENT_HEADER_BYTES;
             state.end = SEGMENT_HEADER_BYTES;

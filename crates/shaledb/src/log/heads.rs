@@ -119,6 +119,11 @@ impl Heads {
         self.all().try_for_each(LogHead::close)
     }
 
+    /// Tells the manifest how far each head's active segment is durable.
+    pub fn record_durable_points(&self) -> Result<()> {
+        self.all().try_for_each(LogHead::record_durable_point)
+    }
+
     /// Writes out (and with `sync`, makes durable) everything every head appended.
     pub fn flush_all(&self, sync: bool) -> Result<()> {
         self.all().try_for_each(|head| head.flush(sync))

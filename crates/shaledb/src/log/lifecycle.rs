@@ -76,6 +76,14 @@ impl Lifecycle {
         Ok(segment)
     }
 
+    /// Records that the active `segment` is durable up to `end_bytes`.
+    pub fn record_durable(&self, segment: SegmentId, end_bytes: u64) -> Result<()> {
+        self.manifest.record(&Edit::SegmentDurable {
+            id: segment,
+            end_bytes,
+        })
+    }
+
     /// Records `segment` sealed with `seal` (every byte of it already durable) and seals it.
     pub fn seal(&self, segment: &SegmentMeta, seal: Seal) -> Result<()> {
         self.manifest.record(&Edit::SegmentSealed {

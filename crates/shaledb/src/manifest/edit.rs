@@ -11,6 +11,7 @@
 //!  7 segment sealed   u32 id, u64 end_bytes, u64 record_count, u32 records_crc
 //!  8 segment freed    u32 id (no longer live; its file may still exist)
 //!  9 segment deleted  u32 id (its file is gone)
+//! 10 segment durable  u32 id, u64 end_bytes (an active segment was fdatasynced this far)
 //! ```
 
 use super::dirs::MediaDirs;
@@ -58,6 +59,12 @@ pub enum Edit {
     },
     SegmentDeleted {
         id: SegmentId,
+    },
+    /// An active segment's records up to `end_bytes` are durable: after a crash they must be
+    /// there (only what follows may be torn).
+    SegmentDurable {
+        id: SegmentId,
+        end_bytes: u64,
     },
 }
 
@@ -125,6 +132,11 @@ impl Edit {
             Edit::SegmentDeleted { id } => {
                 out.put_u8(9);
                 out.put_u32(id.0);
+            }
+            Edit::SegmentDurable { id, end_bytes } => {
+                out.put_u8(10);
+                out.put_u32(id.0);
+                out.put_u64(*end_bytes);
             }
         }
     }
@@ -197,6 +209,10 @@ impl Edit {
             },
             9 => Edit::SegmentDeleted {
                 id: SegmentId(reader.u32()?),
+            },
+            10 => Edit::SegmentDurable {
+                id: SegmentId(reader.u32()?),
+                end_bytes: reader.u64()?,
             },
             tag => return Err(reader.corrupt(format!("manifest: unknown edit tag {tag}"))),
         };

@@ -27,6 +27,8 @@ pub struct SegmentEntry {
     pub created_seqno: u64,
     /// `None` while a head may still append to it.
     pub seal: Option<Seal>,
+    /// While active: how far it is known to be durable (0: not known beyond its header).
+    pub durable_end: u64,
 }
 
 /// The state a manifest describes.
@@ -95,6 +97,11 @@ impl KvdbState {
             });
             if let Some(seal) = segment.seal {
                 edits.push(Edit::SegmentSealed { id, seal });
+            } else if segment.durable_end > 0 {
+                edits.push(Edit::SegmentDurable {
+                    id,
+                    end_bytes: segment.durable_end,
+                });
             }
         }
         edits.extend(self.freeing.keys().map(|&id| Edit::SegmentFreed { id }));
@@ -157,6 +164,7 @@ impl KvdbState {
                         head: *head,
                         created_seqno: *created_seqno,
                         seal: None,
+                        durable_end: 0,
                     },
                 );
                 self.next_segment_id = self.next_segment_id.max(id.0 + 1);
@@ -172,6 +180,12 @@ impl KvdbState {
                 }
                 None => return Err(format!("segment {} freed but not live", id.0)),
             },
+            Edit::SegmentDurable { id, end_bytes } => {
+                // A claim that raced with the segment's seal or free is stale, and harmless.
+                if let Some(segment) = self.segments.get_mut(id).filter(|s| s.seal.is_none()) {
+                    segment.durable_end = segment.durable_end.max(*end_bytes);
+                }
+            }
             Edit::SegmentDeleted { id } => {
                 if self.freeing.remove(id).is_none() {
                     return Err(format!("segment {} deleted but never freed", id.0));

@@ -35,6 +35,10 @@ fn one_of_each() -> Vec<Edit> {
             head: HeadKind::CleanerOld,
             created_seqno: 77,
         },
+        Edit::SegmentDurable {
+            id: SegmentId(10),
+            end_bytes: 6000,
+        },
         Edit::SegmentSealed {
             id: SegmentId(10),
             seal: Seal {

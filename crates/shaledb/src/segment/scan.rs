@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::limits::{PAGE_BYTES, RECORD_HEADER_BYTES};
-use crate::media::{round_down_to_page, AlignedBuf, ReadPurpose, SegmentFile};
+use crate::media::{round_down_to_page, round_up_to_page, AlignedBuf, ReadPurpose, SegmentFile};
 use crate::record::{self, DecodeError, RecordRef};
 
 /// Bytes the scanner reads per device read.
@@ -37,7 +37,8 @@ pub fn scan_records(
     purpose: ReadPurpose,
     mut visit: impl FnMut(u64, &RecordRef<'_>) -> Result<()>,
 ) -> Result<ScanSummary> {
-    let file_len = file.len_bytes()?.min(until);
+    let real_len = file.len_bytes()?;
+    let file_len = real_len.min(until);
     let mut summary = ScanSummary {
         end_offset: from,
         ..ScanSummary::default()
@@ -107,6 +108,13 @@ pub fn scan_records(
         // Nothing valid followed the last bad bytes: a torn tail (or damage at the very end,
         // which only a seal can tell apart).
         summary.corruptions.pop();
+        summary.torn_tail = true;
+    }
+    // Segments are written in whole pages, so an unlimited scan that ends cleanly must end in
+    // the file's last page, and the file be whole pages: anything else was cut or zeroed there.
+    let unlimited = until >= real_len;
+    let whole_pages = real_len.is_multiple_of(PAGE_BYTES as u64);
+    if unlimited && (!whole_pages || round_up_to_page(summary.end_offset) < real_len) {
         summary.torn_tail = true;
     }
     Ok(summary)
