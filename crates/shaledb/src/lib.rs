@@ -64,7 +64,7 @@ pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
 pub use iter::{Iter, Keys};
 pub use kvs::Kvs;
-pub use media::MediaClass;
+pub use media::{MediaClass, OsStorage, Storage, StorageFile};
 pub use options::{Durability, KvsOptions, MediaPolicy, Options};
 pub use recovery::RecoveryReport;
 pub use snapshot::Snapshot;

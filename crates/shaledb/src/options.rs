@@ -2,7 +2,9 @@
 
 use crate::error::{Error, Result};
 use crate::limits;
+use crate::media::{OsStorage, Storage};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// When an acknowledged write becomes durable (survives power loss and `kill -9`).
@@ -101,6 +103,10 @@ pub struct Options {
     /// a read-only file system can be inspected or backed up), and every write fails with
     /// `ErrorKind::ReadOnly`. Default false.
     pub read_only: bool,
+    /// Where segment files are created, read, written and synced (see [`Storage`] for the
+    /// contract). Default `None`: the operating system's file system ([`OsStorage`]). Tests put
+    /// a device that fails on demand here.
+    pub storage: Option<Arc<dyn Storage>>,
 }
 
 impl Default for Options {
@@ -124,11 +130,17 @@ impl Default for Options {
             reserve_segments: 4,
             create_if_missing: true,
             read_only: false,
+            storage: None,
         }
     }
 }
 
 impl Options {
+    /// The storage segment files live on.
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        self.storage.clone().unwrap_or_else(|| Arc::new(OsStorage))
+    }
+
     /// The largest batch accepted: `batch_bytes_max`, but never more than a segment holds.
     pub fn batch_bytes_limit(&self) -> u64 {
         self.batch_bytes_max

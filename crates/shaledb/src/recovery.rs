@@ -21,7 +21,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Entry, Key, KvsIndex};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::manifest::{KvdbState, SegmentEntry};
-use crate::media::{MediaClass, ReadPurpose, SegmentFile};
+use crate::media::{MediaClass, ReadPurpose, SegmentFile, Storage};
 use crate::record::{RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{
     list_segment_files, scan_records, Location, Seal, SegmentHeader, SegmentId, SegmentMeta,
@@ -37,6 +37,7 @@ pub struct RecoveryInput<'a> {
     /// Every media directory, absolute, with its class.
     pub media: &'a [(MediaClass, PathBuf)],
     pub checkpoint_dir: &'a Path,
+    pub storage: &'a dyn Storage,
     pub direct_io: bool,
     pub counters: &'a Counters,
 }
@@ -360,7 +361,8 @@ fn open_segments(
                 ),
             ));
         }
-        let file = SegmentFile::open(&path, input.direct_io, input.counters.media(class).clone())?;
+        let counters = input.counters.media(class).clone();
+        let file = SegmentFile::open(input.storage, &path, input.direct_io, counters)?;
         let header = SegmentHeader::read(&file, &path)?;
         let expected = SegmentHeader {
             id,

@@ -142,6 +142,9 @@ fn run_flusher(jobs: &Jobs, stop: &StopSignal) {
         // Woken by the capacity head's full chunks; the staging head is polled at FLUSHER_IDLE.
         capacity_client.wait_for_chunk(until_sync.min(FLUSHER_IDLE));
         guarded(&store.poison, "flusher", || {
+            for head in store.heads.all() {
+                head.retry_if_stalled()?;
+            }
             for head in store.heads.clients() {
                 head.flush_if_chunk_pending()?;
             }

@@ -10,7 +10,7 @@
 //! buffer. A segment that fills is sealed (flushed and synced) and a new one started.
 
 use super::lifecycle::Lifecycle;
-use crate::error::{Error, Result};
+use crate::error::{ErrorKind, Result};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::media::{round_down_to_page, AlignedBuf, MediaClass, MediaCounters};
 use crate::poison::Poison;
@@ -56,6 +56,9 @@ struct HeadState {
     /// A recycled buffer for the next flush.
     spare: Option<AlignedBuf>,
     inflight: Option<InFlight>,
+    /// The in-flight write failed for lack of space: it stays in memory (readable, and
+    /// rewritten by the next flush), and nothing more is appended until a write succeeds.
+    stalled: bool,
     flushing: bool,
     rolling: bool,
     /// The segment the next roll switches to, created ahead of time (see `prepare_next_segment`).
@@ -93,6 +96,7 @@ impl LogHead {
             end: SEGMENT_HEADER_BYTES,
             spare: None,
             inflight: None,
+            stalled: false,
             flushing: false,
             rolling: false,
             next_segment: None,
@@ -212,6 +216,9 @@ impl LogHead {
             self.changed.wait(state);
         }
         self.config.poison.check()?;
+        if state.stalled {
+            self.retry_stalled_write(state)?;
+        }
         let target_lsn = state.appended_lsn;
         let written_end = self.written_end.load(Ordering::Relaxed);
         let has_data = written_end < state.end;
@@ -224,14 +231,27 @@ impl LogHead {
         let inflight = has_data.then(|| self.take_tail(state));
         let result = MutexGuard::unlocked(state, || {
             if let Some((buf, base, _)) = &inflight {
-                file.write_at(*base, buf.padded(), purpose)?;
+                file.write_at(*base, buf.padded(), purpose)
+                    .map_err(|error| (Step::Write, error))?;
             }
             if sync {
-                file.sync()?;
+                file.sync().map_err(|error| (Step::Sync, error))?;
             }
-            Ok::<_, Error>(())
+            Ok(())
         });
         state.flushing = false;
+        let result = match result {
+            Err((Step::Write, error)) if error.kind() == ErrorKind::NoSpace => {
+                // Recoverable: the data stays in flight in memory, and appends stop until a
+                // later flush writes it (the flusher retries).
+                tracing::warn!(head = self.config.kind.name(), %error,
+                    "out of space: writes fail until space returns; nothing is lost");
+                state.stalled = true;
+                self.changed.notify_all();
+                return Err(error);
+            }
+            result => result.map_err(|(_, error)| error),
+        };
         if let Some((buf, _, end)) = inflight {
             state.inflight = None;
             if result.is_ok() {
@@ -255,6 +275,55 @@ impl LogHead {
         }
         self.changed.notify_all();
         result
+    }
+
+    /// Writes the in-flight buffer that failed for lack of space again; on success the head
+    /// takes appends again. A failure other than lack of space poisons the KVDB.
+    fn retry_stalled_write(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
+        let (buf, base, end) = state
+            .inflight
+            .as_ref()
+            .map(|inflight| (inflight.buf.clone(), inflight.base, inflight.end))
+            .expect("a stalled head keeps its failed write in flight");
+        state.flushing = true;
+        let file = state.segment.file.clone();
+        let purpose = self.config.kind.write_purpose();
+        let written = MutexGuard::unlocked(state, || file.write_at(base, buf.padded(), purpose));
+        state.flushing = false;
+        self.changed.notify_all();
+        match written {
+            Ok(()) => {
+                state.stalled = false;
+                state.inflight = None;
+                self.written_end.store(end, Ordering::Release);
+                tracing::info!(
+                    head = self.config.kind.name(),
+                    "space is back; writes resume"
+                );
+                Ok(())
+            }
+            Err(error) if error.kind() == ErrorKind::NoSpace => Err(error),
+            Err(error) => {
+                self.config.poison.set(format!(
+                    "{} log head flush failed: {error}",
+                    self.config.kind.name()
+                ));
+                Err(error)
+            }
+        }
+    }
+
+    /// If a write failed for lack of space, tries it again (for the background flusher); still
+    /// no space is no error here: it stays stalled and is tried again.
+    pub fn retry_if_stalled(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        if state.stalled && !state.flushing {
+            match self.retry_stalled_write(&mut state) {
+                Err(error) if error.kind() == ErrorKind::NoSpace => {}
+                result => result?,
+            }
+        }
+        Ok(())
     }
 
     /// Moves the tail out for writing and starts a new tail holding its last partial page.
@@ -325,6 +394,9 @@ impl LogHead {
     fn room_for(&self, state: &HeadState, bytes: u64) -> Room {
         if state.rolling {
             Room::Rolling
+        } else if state.stalled {
+            // Nothing more is appended until the failed write is retried and succeeds.
+            Room::NeedsFlush
         } else if state.end + bytes > self.config.segment_bytes {
             Room::NeedsRoll
         } else if (state.end + bytes - state.tail_base) as usize > state.tail.capacity() {
@@ -424,6 +496,12 @@ impl LogHead {
         self.changed.notify_all();
         result
     }
+}
+
+/// The step of a flush that failed.
+enum Step {
+    Write,
+    Sync,
 }
 
 /// What appending a given number of bytes to a head needs first.

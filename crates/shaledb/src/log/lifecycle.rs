@@ -8,7 +8,9 @@
 use crate::error::Result;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::manifest::{Edit, Manifest};
-use crate::media::{remove_file_durably, sync_dir, MediaClass, MediaCounters, SegmentFile};
+use crate::media::{
+    remove_file_durably, sync_dir, MediaClass, MediaCounters, SegmentFile, Storage,
+};
 use crate::segment::{
     segment_file_name, HeadKind, Seal, SegmentHeader, SegmentId, SegmentMeta, SegmentTable,
 };
@@ -19,16 +21,22 @@ use std::sync::Arc;
 pub struct Lifecycle {
     pub segments: Arc<SegmentTable>,
     pub manifest: Arc<Manifest>,
+    storage: Arc<dyn Storage>,
     /// Held from taking an id to recording it, so every unrecorded file has an id at or past
     /// the manifest's next one (how recovery knows it for a crash leftover).
     creating: Mutex<()>,
 }
 
 impl Lifecycle {
-    pub fn new(segments: Arc<SegmentTable>, manifest: Arc<Manifest>) -> Self {
+    pub fn new(
+        segments: Arc<SegmentTable>,
+        manifest: Arc<Manifest>,
+        storage: Arc<dyn Storage>,
+    ) -> Self {
         Lifecycle {
             segments,
             manifest,
+            storage,
             creating: Mutex::new(()),
         }
     }
@@ -53,7 +61,14 @@ impl Lifecycle {
         let dir = self.segments.dir(class);
         let path = dir.join(segment_file_name(header.id));
         let purpose = head.write_purpose();
-        let file = SegmentFile::create(&path, direct_io, counters, &header.encode(), purpose)?;
+        let file = SegmentFile::create(
+            &*self.storage,
+            &path,
+            direct_io,
+            counters,
+            &header.encode(),
+            purpose,
+        )?;
         sync_dir(dir)?;
         let recorded = self.manifest.record(&Edit::SegmentCreated {
             id: header.id,

@@ -1,18 +1,14 @@
-//! Segment files: opened with O_DIRECT where the file system allows it, written in whole
-//! pages, read in the fewest aligned blocks that hold a record.
+//! Segment files: opened through the storage seam (O_DIRECT where the file system allows it),
+//! written in whole pages, read in the fewest aligned blocks that hold a record.
 
 use super::buf::AlignedBuf;
 use super::counters::{MediaCounters, ReadPurpose, WritePurpose};
+use super::storage::{Storage, StorageFile};
 use crate::error::{Error, Result};
 use crate::limits::PAGE_BYTES;
 use bytes::Bytes;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-static BUFFERED_FALLBACK_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// The smallest unit any block device reads: direct reads try this alignment first.
 const SECTOR_BYTES: usize = 512;
@@ -20,8 +16,7 @@ const SECTOR_BYTES: usize = 512;
 /// One segment file on one media class.
 pub struct SegmentFile {
     path: PathBuf,
-    file: File,
-    direct: bool,
+    file: Box<dyn StorageFile>,
     /// Offset and length alignment of exact reads: the device's logical block for direct I/O
     /// (512 bytes on most devices, so a 1 KiB record costs 1.5 KiB of transfer, not 4-8 KiB of
     /// whole pages), a sector for buffered files.
@@ -32,33 +27,42 @@ pub struct SegmentFile {
 impl SegmentFile {
     /// Creates a new file (failing if it exists) holding `header` in its first page.
     pub fn create(
+        storage: &dyn Storage,
         path: &Path,
         direct_io: bool,
         counters: Arc<MediaCounters>,
         header: &AlignedBuf,
         purpose: WritePurpose,
     ) -> Result<Self> {
-        let (file, direct) = Self::open_file(path, direct_io, true)?;
-        let mut segment = Self::page_aligned(path, file, direct, counters);
+        let file = storage
+            .create(path, direct_io)
+            .map_err(|error| Error::io(format!("create {}", path.display()), error))?;
+        let mut segment = Self::page_aligned(path, file, counters);
         segment.write_at(0, header.padded(), purpose)?;
         segment.sync()?;
         segment.read_align = segment.probe_read_alignment();
         Ok(segment)
     }
 
-    pub fn open(path: &Path, direct_io: bool, counters: Arc<MediaCounters>) -> Result<Self> {
-        let (file, direct) = Self::open_file(path, direct_io, false)?;
-        let mut segment = Self::page_aligned(path, file, direct, counters);
+    pub fn open(
+        storage: &dyn Storage,
+        path: &Path,
+        direct_io: bool,
+        counters: Arc<MediaCounters>,
+    ) -> Result<Self> {
+        let file = storage
+            .open(path, direct_io)
+            .map_err(|error| Error::io(format!("open {}", path.display()), error))?;
+        let mut segment = Self::page_aligned(path, file, counters);
         segment.read_align = segment.probe_read_alignment();
         Ok(segment)
     }
 
     /// A segment file whose exact reads are page-aligned until its alignment is probed.
-    fn page_aligned(path: &Path, file: File, direct: bool, counters: Arc<MediaCounters>) -> Self {
+    fn page_aligned(path: &Path, file: Box<dyn StorageFile>, counters: Arc<MediaCounters>) -> Self {
         SegmentFile {
             path: path.to_owned(),
             file,
-            direct,
             read_align: PAGE_BYTES,
             counters,
         }
@@ -67,7 +71,7 @@ impl SegmentFile {
     /// Sector-aligned direct reads work where the device's logical block is 512 bytes; where
     /// the kernel refuses one (EINVAL), reads stay page-aligned.
     fn probe_read_alignment(&self) -> usize {
-        if !self.direct {
+        if !self.file.is_direct() {
             return SECTOR_BYTES;
         }
         let mut buf = AlignedBuf::zeroed(PAGE_BYTES);
@@ -78,41 +82,12 @@ impl SegmentFile {
         }
     }
 
-    fn open_file(path: &Path, direct_io: bool, create: bool) -> Result<(File, bool)> {
-        let open = |direct: bool| {
-            let mut options = OpenOptions::new();
-            options.read(true).write(true).create_new(create);
-            if direct {
-                options.custom_flags(libc::O_DIRECT);
-            }
-            options.open(path)
-        };
-        if direct_io {
-            match open(true) {
-                Ok(file) => return Ok((file, true)),
-                Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
-                    if !BUFFERED_FALLBACK_WARNED.swap(true, Ordering::Relaxed) {
-                        tracing::warn!(
-                            path = %path.display(),
-                            "the file system refuses O_DIRECT; using buffered I/O with fdatasync \
-                             (the page cache will also cache segment data)"
-                        );
-                    }
-                }
-                Err(error) => return Err(Error::io(format!("open {}", path.display()), error)),
-            }
-        }
-        let file =
-            open(false).map_err(|error| Error::io(format!("open {}", path.display()), error))?;
-        Ok((file, false))
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     pub fn is_direct(&self) -> bool {
-        self.direct
+        self.file.is_direct()
     }
 
     /// Writes page-aligned `data` at page-aligned `offset`.
@@ -195,8 +170,7 @@ impl SegmentFile {
 
     pub fn len_bytes(&self) -> Result<u64> {
         self.file
-            .metadata()
-            .map(|metadata| metadata.len())
+            .len_bytes()
             .map_err(|error| Error::io(format!("stat {}", self.path.display()), error))
     }
 }
@@ -212,6 +186,7 @@ mod tests {
         let mut header = AlignedBuf::zeroed(PAGE_BYTES);
         header.extend_from_slice(b"header");
         let file = SegmentFile::create(
+            &crate::media::storage::OsStorage,
             &dir.path().join("seg"),
             true,
             counters.clone(),

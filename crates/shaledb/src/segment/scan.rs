@@ -166,6 +166,7 @@ mod tests {
             created_seqno: 1,
         };
         let file = SegmentFile::create(
+            &crate::media::OsStorage,
             &dir.join("seg"),
             true,
             Arc::new(MediaCounters::default()),

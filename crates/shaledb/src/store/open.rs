@@ -27,12 +27,14 @@ impl Store {
         poison: Arc<Poison>,
     ) -> Result<(Store, RecoveryReport)> {
         let state = home.manifest.state().clone();
+        let storage = options.storage();
         let counters = Counters::default();
         let started = std::time::Instant::now();
         let recovered = recovery::recover(&RecoveryInput {
             state: &state,
             media: &home.media,
             checkpoint_dir: home.checkpoint_dir(),
+            storage: &*storage,
             direct_io: options.direct_io,
             counters: &counters,
         })?;
@@ -48,7 +50,11 @@ impl Store {
         for segment in recovered.segments {
             segments.insert(segment);
         }
-        let lifecycle = Arc::new(Lifecycle::new(segments.clone(), home.manifest.clone()));
+        let lifecycle = Arc::new(Lifecycle::new(
+            segments.clone(),
+            home.manifest.clone(),
+            storage.clone(),
+        ));
         if !options.read_only {
             finish_cleanup(&lifecycle, recovered.cleanup, &mut report)?;
         }

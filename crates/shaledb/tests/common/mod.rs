@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod faults;
+
 use shaledb::{Durability, Options};
 
 /// Small segments and buffers so tests exercise rolls, cleaning and checkpoints quickly.
