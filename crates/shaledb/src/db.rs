@@ -14,6 +14,7 @@ use crate::index::KvsIndex;
 use crate::kvs::Kvs;
 use crate::limits::{KVS_COUNT_MAX, KVS_NAME_BYTES_MAX};
 use crate::manifest::Edit;
+use crate::media::replace_file_durably;
 use crate::options::{KvsOptions, Options};
 use crate::poison::Poison;
 use crate::recovery::RecoveryReport;
@@ -63,7 +64,7 @@ impl Db {
         options.validate()?;
         let poison = Arc::new(Poison::default());
         let mut home = Home::open(path.as_ref(), &options, poison.clone())?;
-        let (store, mut recovery_report) = Store::open(&home, &options, poison)?;
+        let (store, mut recovery_report, to_rescue) = Store::open(&home, &options, poison)?;
         if !options.read_only {
             home.finish_open()?;
         }
@@ -88,8 +89,27 @@ impl Db {
             home.checkpoint_dir().to_path_buf(),
             options.checkpoint_interval_bytes,
         ));
-        if recovery_report.checkpoint_rejected.is_some() && !options.read_only {
-            // The index was rebuilt from every segment; replace the damaged file at once.
+        if let Some(salvage) = &mut recovery_report.salvage {
+            for id in to_rescue {
+                let (aside, lost) = cleaner.rescue(id)?;
+                salvage.rescued_segments.push(aside.display().to_string());
+                salvage.lost_keys.extend(lost);
+            }
+            let report_file = home.path.join(format!(
+                "salvage-report-{}.json",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_secs())
+            ));
+            salvage.report_file = Some(report_file.display().to_string());
+            let json = serde_json::to_vec_pretty(&salvage).expect("a report serializes");
+            let name = report_file.file_name().expect("a file name");
+            replace_file_durably(&home.path, &name.to_string_lossy(), &json)?;
+        }
+        let index_rebuilt =
+            recovery_report.checkpoint_rejected.is_some() || recovery_report.salvage.is_some();
+        if index_rebuilt && !options.read_only {
+            // The index was rebuilt (or changed by a salvage): replace the checkpoint at once.
             checkpointer.write()?;
         }
         let workers = if options.read_only {

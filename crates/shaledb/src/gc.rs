@@ -7,15 +7,16 @@
 //! cold data collects in segments that rarely need cleaning and never mixes with fresh writes.
 
 use crate::error::{Error, Result};
-use crate::index::Liveness;
+use crate::index::{Key, Liveness};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::log::LogHead;
 use crate::media::{MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
 use crate::record::{self, RecordKind, RecordRef};
-use crate::segment::{scan_records, HeadKind, Location, SegmentMeta};
+use crate::segment::{scan_records, HeadKind, Location, ScanSummary, SegmentId, SegmentMeta};
 use crate::store::Store;
 use parking_lot::{Mutex, MutexGuard};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -152,8 +153,103 @@ impl Cleaner {
     }
 
     /// Copies what is live in `victim` to the cleaner head, makes the copies durable, and deletes
-    /// the segment. Returns false (and frees nothing) if the segment holds corrupt records.
+    /// the segment. Returns false (and frees nothing) if the segment does not read back as it
+    /// was sealed.
     fn clean_segment(&self, victim: &Arc<SegmentMeta>, overflow: bool) -> Result<bool> {
+        let store = &self.store;
+        let live_fraction_micros = (victim.live_ratio().min(1.0) * 1e6) as u64;
+        let summary = self.copy_live(victim, overflow, false)?;
+        let whole = victim.sealed().is_some_and(|seal| {
+            summary.corruptions.is_empty()
+                && !summary.torn_tail
+                && summary.end_offset == seal.end_bytes
+                && summary.records == seal.record_count
+                && summary.records_crc == seal.records_crc
+        });
+        if !whole {
+            // What could not be read may hold the only copy of something: keep it all.
+            let seal = victim.sealed();
+            store.note_corruption(&Error::corruption(
+                victim.path(),
+                summary.end_offset,
+                format!(
+                    "the cleaner read {} records ending here ({} bad, torn end: {}), but the \
+                     segment was sealed as {seal:?}; it is kept, never freed",
+                    summary.records,
+                    summary.corruptions.len(),
+                    summary.torn_tail
+                ),
+            ));
+            victim.quarantine();
+            return Ok(false);
+        }
+        self.make_copies_durable()?;
+        store.lifecycle.free(victim)?;
+        if victim.header.class == MediaClass::Capacity {
+            store.space.note_freed(victim.disk_bytes());
+        }
+        store.counters.cleaner_segments_cleaned.add(1);
+        store
+            .counters
+            .cleaner_live_fraction_micros
+            .add(live_fraction_micros);
+        debug_assert_eq!(
+            victim.live_bytes(),
+            0,
+            "every live record of a cleaned segment was moved"
+        );
+        Ok(true)
+    }
+
+    /// Salvage: copies the readable live records of the damaged segment `id` to fresh
+    /// segments, drops the index entries of what could not be read (returned as "KVS key"),
+    /// and sets the segment's file aside (kept, never deleted). Returns where it went.
+    pub fn rescue(&self, id: SegmentId) -> Result<(PathBuf, Vec<String>)> {
+        let _one_pass = self.pass.lock();
+        let store = &self.store;
+        let victim = store
+            .segments
+            .get(id)
+            .expect("a segment to rescue is held by the store");
+        self.copy_live(&victim, false, true)?;
+        self.make_copies_durable()?;
+        // What the index still finds in the victim could not be read: it is lost.
+        let mut lost = Vec::new();
+        for kvs in store.kvs.all() {
+            let mut index = kvs.index.write();
+            let mut gone = Vec::new();
+            index.for_each_version(|key, entry| {
+                if entry.location.segment == id {
+                    gone.push((Key::from(key), entry));
+                }
+            });
+            for (key, entry) in gone {
+                index.remove(&key, entry.seqno, 0);
+                victim.sub_live(u64::from(entry.location.len));
+                lost.push(format!("{} {}", kvs.name, key.escape_ascii()));
+            }
+        }
+        let aside = store.lifecycle.set_aside(&victim)?;
+        Ok((aside, lost))
+    }
+
+    /// The copies must be durable, and recorded so, before the originals go.
+    fn make_copies_durable(&self) -> Result<()> {
+        for head in self.store.heads.cleaners() {
+            head.flush(true)?;
+            head.record_durable_point()?;
+        }
+        Ok(())
+    }
+
+    /// Copies what is live in `victim` (as its index entries say) to the cleaner heads, and
+    /// its tombstones unless they may be dropped (never in a `rescue`). Returns its scan.
+    fn copy_live(
+        &self,
+        victim: &Arc<SegmentMeta>,
+        overflow: bool,
+        rescue: bool,
+    ) -> Result<ScanSummary> {
         let store = &self.store;
         // Invariant I6: a tombstone may go only when the checkpoint covers it and no other segment
         // old enough to hold an older version of its key remains (a segment without records holds
@@ -170,7 +266,7 @@ impl Cleaner {
             .min()
             .unwrap_or(u64::MAX);
         let tombstone_droppable =
-            |seqno: u64| seqno < covered_seqno && oldest_other_created > seqno;
+            |seqno: u64| !rescue && seqno < covered_seqno && oldest_other_created > seqno;
         // Where survivors go: on capacity, by generation; from staging, they stay only for
         // staging_only KVSs while staging is within its budget, and otherwise move down.
         let destination_for = |policy: MediaPolicy| -> &LogHead {
@@ -185,9 +281,8 @@ impl Cleaner {
                 MediaClass::Staging => store.heads.at(MediaClass::Capacity, HeadKind::CleanerYoung),
             }
         };
-        let live_fraction_micros = (victim.live_ratio().min(1.0) * 1e6) as u64;
         let mut encoded = Vec::new();
-        let summary = scan_records(
+        scan_records(
             &victim.file,
             SEGMENT_HEADER_BYTES,
             victim.sealed().map_or(u64::MAX, |seal| seal.end_bytes),
@@ -242,51 +337,7 @@ impl Cleaner {
                 }
                 Ok(())
             },
-        )?;
-        let whole = victim.sealed().is_some_and(|seal| {
-            summary.corruptions.is_empty()
-                && !summary.torn_tail
-                && summary.end_offset == seal.end_bytes
-                && summary.records == seal.record_count
-                && summary.records_crc == seal.records_crc
-        });
-        if !whole {
-            // What could not be read may hold the only copy of something: keep it all.
-            let seal = victim.sealed();
-            store.note_corruption(&Error::corruption(
-                victim.path(),
-                summary.end_offset,
-                format!(
-                    "the cleaner read {} records ending here ({} bad, torn end: {}), but the \
-                     segment was sealed as {seal:?}; it is kept, never freed",
-                    summary.records,
-                    summary.corruptions.len(),
-                    summary.torn_tail
-                ),
-            ));
-            victim.quarantine();
-            return Ok(false);
-        }
-        // The copies must be durable, and recorded so, before the originals go.
-        for head in store.heads.cleaners() {
-            head.flush(true)?;
-            head.record_durable_point()?;
-        }
-        store.lifecycle.free(victim)?;
-        if victim.header.class == MediaClass::Capacity {
-            store.space.note_freed(victim.disk_bytes());
-        }
-        store.counters.cleaner_segments_cleaned.add(1);
-        store
-            .counters
-            .cleaner_live_fraction_micros
-            .add(live_fraction_micros);
-        debug_assert_eq!(
-            victim.live_bytes(),
-            0,
-            "every live record of a cleaned segment was moved"
-        );
-        Ok(true)
+        )
     }
 }
 

@@ -66,7 +66,7 @@ pub use iter::{Iter, Keys};
 pub use kvs::Kvs;
 pub use media::{MediaClass, OsStorage, Storage, StorageFile};
 pub use options::{Durability, KvsOptions, MediaPolicy, Options};
-pub use recovery::RecoveryReport;
+pub use recovery::{RecoveryReport, SalvageReport};
 pub use snapshot::Snapshot;
 pub use stats::{MediaStats, Stats};
 pub use txn::{Transaction, TxnIter, TxnOptions};

@@ -103,6 +103,13 @@ pub struct Options {
     /// a read-only file system can be inspected or backed up), and every write fails with
     /// `ErrorKind::ReadOnly`. Default false.
     pub read_only: bool,
+    /// Open a damaged KVDB anyway: whatever cannot be read is reported instead of failing the
+    /// open; damaged and unexpected segment files are renamed aside (`NAME.damaged`, never
+    /// deleted) after the readable live records of the damaged ones were copied to fresh
+    /// segments; and `RecoveryReport::salvage` (written in full to a file in the home) says
+    /// what may be lost or may have come back. The KVDB then opens normally again. Default
+    /// false. Not with `read_only`.
+    pub salvage: bool,
     /// Where segment files are created, read, written and synced (see [`Storage`] for the
     /// contract). Default `None`: the operating system's file system ([`OsStorage`]). Tests put
     /// a device that fails on demand here.
@@ -130,6 +137,7 @@ impl Default for Options {
             reserve_segments: 4,
             create_if_missing: true,
             read_only: false,
+            salvage: false,
             storage: None,
         }
     }
@@ -149,6 +157,9 @@ impl Options {
 
     pub(crate) fn validate(&self) -> Result<()> {
         let invalid = |text: String| Err(Error::InvalidArgument(text));
+        if self.salvage && self.read_only {
+            return invalid("a salvage writes (it sets damaged files aside): not read-only".into());
+        }
         if !(limits::SEGMENT_BYTES_MIN..=limits::SEGMENT_BYTES_MAX).contains(&self.segment_bytes)
             || !self.segment_bytes.is_multiple_of(limits::PAGE_BYTES as u64)
         {

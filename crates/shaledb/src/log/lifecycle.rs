@@ -9,13 +9,13 @@ use crate::error::Result;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::manifest::{Edit, Manifest};
 use crate::media::{
-    remove_file_durably, sync_dir, MediaClass, MediaCounters, SegmentFile, Storage,
+    remove_file_durably, set_file_aside, sync_dir, MediaClass, MediaCounters, SegmentFile, Storage,
 };
 use crate::segment::{
     segment_file_name, HeadKind, Seal, SegmentHeader, SegmentId, SegmentMeta, SegmentTable,
 };
 use parking_lot::Mutex;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub struct Lifecycle {
@@ -116,6 +116,17 @@ impl Lifecycle {
             .record(&Edit::SegmentFreed { id: segment.id() })?;
         self.segments.remove(segment.id());
         self.finish_free(segment.id(), Some(segment.path()))
+    }
+
+    /// Salvage: frees the damaged `segment` but keeps its file, renamed aside; returns where.
+    pub fn set_aside(&self, segment: &SegmentMeta) -> Result<PathBuf> {
+        self.manifest
+            .record(&Edit::SegmentFreed { id: segment.id() })?;
+        self.segments.remove(segment.id());
+        let aside = set_file_aside(segment.path())?;
+        self.manifest
+            .record(&Edit::SegmentDeleted { id: segment.id() })?;
+        Ok(aside)
     }
 
     /// Ends the freeing of segment `id`, recorded freed: deletes its file (if given) and

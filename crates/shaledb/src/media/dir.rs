@@ -36,3 +36,21 @@ pub fn remove_file_durably(path: &Path) -> Result<()> {
     }
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
+
+/// Renames `path` aside, to `NAME.damaged` (or `NAME.damaged.N` if that exists), durably: a
+/// damaged or unexpected file is kept for inspection, never deleted. Returns the new path.
+pub fn set_file_aside(path: &Path) -> Result<std::path::PathBuf> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let aside = (0..)
+        .map(|attempt| match attempt {
+            0 => dir.join(format!("{name}.damaged")),
+            attempt => dir.join(format!("{name}.damaged.{attempt}")),
+        })
+        .find(|candidate| !candidate.exists())
+        .expect("some name is free");
+    std::fs::rename(path, &aside)
+        .map_err(|error| Error::io(format!("rename {} aside", path.display()), error))?;
+    sync_dir(dir)?;
+    Ok(aside)
+}

@@ -11,5 +11,5 @@ mod table;
 pub use files::{list_segment_files, segment_file_name};
 pub use header::{HeadKind, SegmentHeader};
 pub use id::{Location, SegmentId};
-pub use scan::scan_records;
+pub use scan::{scan_records, ScanSummary};
 pub use table::{Seal, SegmentMeta, SegmentTable};

@@ -20,6 +20,9 @@ pub struct ScanSummary {
     /// Offsets where bytes failed validation, with the reason. The scanner skips ahead to the
     /// next valid record after each one.
     pub corruptions: Vec<(u64, &'static str)>,
+    /// Where the scan found a valid record again after each corruption (so the bytes from a
+    /// corruption to here are unreadable).
+    pub resumed_at: Vec<u64>,
     /// The segment ended inside a record, or in bytes that are no record, with nothing valid
     /// after them: a torn write at the tail, or damage there.
     pub torn_tail: bool,
@@ -72,6 +75,9 @@ pub fn scan_records(
         let decoded = record::decode(&buf.as_slice()[at..]);
         match decoded {
             Ok(record) => {
+                if resyncing {
+                    summary.resumed_at.push(offset);
+                }
                 resyncing = false;
                 visit(offset, &record)?;
                 let len = record.encoded_len();

@@ -10,8 +10,8 @@ use crate::error::Result;
 use crate::home::Home;
 use crate::log::{Heads, HeadsConfig, Lifecycle};
 use crate::manifest::Edit;
-use crate::media::{remove_file_durably, MediaClass};
-use crate::options::Options;
+use crate::media::{remove_file_durably, set_file_aside, MediaClass};
+use crate::options::{KvsOptions, Options};
 use crate::poison::Poison;
 use crate::recovery::{self, Cleanup, RecoveryInput, RecoveryReport};
 use crate::segment::{SegmentId, SegmentTable};
@@ -20,12 +20,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 impl Store {
-    /// Opens the store of the KVDB whose home is `home`; returns it with what recovery did.
+    /// Opens the store of the KVDB whose home is `home`; returns it with what recovery did and,
+    /// in a salvage, the damaged segments whose readable records are still to be rescued.
     pub fn open(
         home: &Home,
         options: &Options,
         poison: Arc<Poison>,
-    ) -> Result<(Store, RecoveryReport)> {
+    ) -> Result<(Store, RecoveryReport, Vec<SegmentId>)> {
         let state = home.manifest.state().clone();
         let storage = options.storage();
         let counters = Counters::default();
@@ -37,6 +38,7 @@ impl Store {
             storage: &*storage,
             direct_io: options.direct_io,
             counters: &counters,
+            salvage: options.salvage,
         })?;
         let mut report = recovered.report;
         let segments = Arc::new(SegmentTable::new(
@@ -55,9 +57,12 @@ impl Store {
             home.manifest.clone(),
             storage.clone(),
         ));
+        let mut to_rescue = Vec::new();
         if !options.read_only {
-            finish_cleanup(&lifecycle, recovered.cleanup, &mut report)?;
+            to_rescue = finish_cleanup(&lifecycle, recovered.cleanup, &mut report)?;
         }
+        // A salvage may have created KVSs whose records it found.
+        let state = home.manifest.state().clone();
         tracing::info!(
             home = %home.path.display(),
             millis = started.elapsed().as_millis() as u64,
@@ -118,17 +123,20 @@ impl Store {
             poison,
             corruption: Default::default(),
         };
-        Ok((store, report))
+        Ok((store, report, to_rescue))
     }
 }
 
 /// Records the seals of the segments a crash left active, frees the empty ones, and removes
-/// the files a crash left behind.
+/// the files a crash left behind; in a salvage, sets damaged and unexpected files aside,
+/// forgets segments that are gone, and creates the KVSs found. Returns the damaged segments
+/// to rescue.
 fn finish_cleanup(
     lifecycle: &Lifecycle,
     cleanup: Vec<Cleanup>,
     report: &mut RecoveryReport,
-) -> Result<()> {
+) -> Result<Vec<SegmentId>> {
+    let mut to_rescue = Vec::new();
     for step in cleanup {
         match step {
             Cleanup::Seal(id, seal) => lifecycle
@@ -148,7 +156,27 @@ fn finish_cleanup(
                 report.leftovers_removed.push(path.display().to_string());
                 remove_file_durably(&path)?;
             }
+            Cleanup::SetAside(path) => {
+                let aside = set_file_aside(&path)?;
+                if let Some(salvage) = &mut report.salvage {
+                    salvage.set_aside.push(aside.display().to_string());
+                }
+            }
+            Cleanup::Forget(id) => {
+                lifecycle.manifest.record(&Edit::SegmentFreed { id })?;
+                lifecycle.finish_free(id, None)?;
+            }
+            Cleanup::Rescue(id) => to_rescue.push(id),
+            Cleanup::CreateKvs(id, name) => {
+                let taken = lifecycle.manifest.state().kvs_named(&name).is_some();
+                let name = if taken { format!("{name}-{id}") } else { name };
+                lifecycle.manifest.record(&Edit::KvsCreated {
+                    id,
+                    name,
+                    options: KvsOptions::default(),
+                })?;
+            }
         }
     }
-    Ok(())
+    Ok(to_rescue)
 }

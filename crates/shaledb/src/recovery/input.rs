@@ -1,0 +1,19 @@
+//! What recovery is given.
+
+use crate::counters::Counters;
+use crate::manifest::KvdbState;
+use crate::media::{MediaClass, Storage};
+use std::path::{Path, PathBuf};
+
+pub struct RecoveryInput<'a> {
+    /// What the manifest says the KVDB holds.
+    pub state: &'a KvdbState,
+    /// Every media directory, absolute, with its class.
+    pub media: &'a [(MediaClass, PathBuf)],
+    pub checkpoint_dir: &'a Path,
+    pub storage: &'a dyn Storage,
+    pub direct_io: bool,
+    pub counters: &'a Counters,
+    /// Go on past damage, reporting it, instead of failing (`Options::salvage`).
+    pub salvage: bool,
+}
