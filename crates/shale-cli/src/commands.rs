@@ -37,9 +37,11 @@ fn only_reads(command: &Command) -> bool {
 
 fn open(cli: &Cli) -> Result<Db> {
     let read_only = cli.read_only || only_reads(&cli.command);
+    let salvage = matches!(cli.command, Command::Salvage);
     let options = Options {
         read_only,
-        create_if_missing: !read_only,
+        salvage,
+        create_if_missing: !read_only && !salvage,
         durability: cli.durability.parse()?,
         cache_bytes: cli.cache_mb.unwrap_or(256) << 20,
         capacity_dir: cli.capacity.clone(),
@@ -178,6 +180,35 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
         Command::Compact => {
             let freed = db.compact()?;
             writeln!(out, "freed {freed} segments")?;
+        }
+        Command::Salvage => {
+            let report = db
+                .recovery_report()
+                .salvage
+                .clone()
+                .expect("a salvage open reports");
+            for line in &report.problems {
+                writeln!(out, "problem: {line}")?;
+            }
+            for line in &report.unreadable_regions {
+                writeln!(out, "unreadable: {line}")?;
+            }
+            for line in &report.set_aside {
+                writeln!(out, "set aside: {line}")?;
+            }
+            for line in &report.rescued_segments {
+                writeln!(out, "rescued, then set aside: {line}")?;
+            }
+            writeln!(
+                out,
+                "{} keys lost, {} keys suspect (stale, or back after a delete); the full report: {}",
+                report.lost_keys.len(),
+                report.suspect_keys.len(),
+                report.report_file.as_deref().unwrap_or("-")
+            )?;
+            if report.problems.is_empty() {
+                writeln!(out, "nothing was damaged")?;
+            }
         }
         Command::Bench { .. } | Command::Serve(_) => unreachable!("handled before opening"),
     }

@@ -92,6 +92,10 @@ enum Command {
     },
     /// Run the cleaner now over every segment with dead data.
     Compact,
+    /// Open a damaged KVDB anyway: keep every readable record, set damaged files aside (never
+    /// deleted), rebuild a lost manifest, and report what may be lost or may have come back
+    /// (also written to a salvage-report-*.json in the home). The KVDB then opens normally.
+    Salvage,
     /// Run a script of operations in one transaction, committed at its end (exit 3 on conflict).
     ///
     /// One operation a line: `put KVS KEY VALUE`, `del KVS KEY`, `get KVS KEY`,

@@ -417,3 +417,35 @@ fn a_relative_db_path_opens_the_same_from_any_working_directory() {
         "v\n"
     );
 }
+
+#[test]
+fn salvage_opens_a_damaged_kvdb_and_reports_what_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for index in 0..30 {
+        assert!(
+            shale(&db, &["put", &format!("key{index:02}"), &"v".repeat(300)])
+                .status
+                .success()
+        );
+    }
+    let manifest = db.join("MANIFEST");
+    std::fs::remove_file(&manifest).unwrap();
+    let refused = shale(&db, &["get", "key01"]);
+    assert_eq!(refused.status.code(), Some(4), "damage is exit 4");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("salvage"));
+    let salvaged = shale(&db, &["salvage"]);
+    assert!(
+        salvaged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&salvaged.stderr)
+    );
+    let text = stdout(&salvaged);
+    assert!(text.contains("manifest was rebuilt"), "{text}");
+    assert!(text.contains("the full report: "), "{text}");
+    assert!(stdout(&shale(&db, &["check"])).ends_with("OK\n"));
+    assert_eq!(
+        stdout(&shale(&db, &["--kvs", "salvaged-kvs-1", "get", "key07"])),
+        format!("{}\n", "v".repeat(300))
+    );
+}

@@ -72,6 +72,11 @@ impl Db {
         recovery_report.upgraded_from_catalog = home.report.upgraded_from_catalog;
         recovery_report.manifest_torn_tail = home.report.manifest_torn_tail.clone();
         recovery_report.adopted_dirs = home.report.adopted_dirs.clone();
+        if let Some(salvage) = &mut recovery_report.salvage {
+            salvage
+                .problems
+                .splice(0..0, home.report.salvaged.iter().cloned());
+        }
         let store = Arc::new(store);
         let kvs_by_name: HashMap<String, Arc<KvsState>> = store
             .kvs

@@ -3,12 +3,12 @@
 //! KVDB was created with (its identity file), so an empty, unmounted, foreign or shared
 //! directory is a clear error rather than a KVDB that silently lacks its data.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::identity::Identity;
 use crate::legacy::LegacyCatalog;
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::manifest::{self, Edit, KvdbState, LoadReport, Manifest, MediaDirs};
-use crate::media::{remove_file_durably, MediaClass, MediaCounters, SegmentFile};
+use crate::manifest::{self, Edit, KvdbState, LoadReport, Manifest, MediaDirs, SegmentEntry};
+use crate::media::{remove_file_durably, set_file_aside, MediaClass, MediaCounters, SegmentFile};
 use crate::options::Options;
 use crate::poison::Poison;
 use crate::segment::{list_segment_files, SegmentHeader};
@@ -31,6 +31,9 @@ pub struct HomeReport {
     pub manifest_torn_tail: Option<String>,
     /// Media directories outside the home that were moved with it and now name it as owner.
     pub adopted_dirs: Vec<String>,
+    /// In a salvage: the damage found here (a lost or damaged manifest, a damaged identity)
+    /// and what was done about it.
+    pub salvaged: Vec<String>,
 }
 
 /// An open home: its manifest, its media directories (absolute), and the locks held on all.
@@ -67,7 +70,16 @@ impl Home {
         }
         let mut locks = vec![lock_dir(path, options.read_only)?];
         let mut report = HomeReport::default();
-        let manifest = match Manifest::open(path, options.read_only, poison.clone())? {
+        let loaded = match Manifest::open(path, options.read_only, poison.clone()) {
+            Err(error) if options.salvage && error.kind() == ErrorKind::Corruption => {
+                report.salvaged.push(error.to_string());
+                let (manifest, note) = rebuild(path, options, poison.clone())?;
+                report.salvaged.push(note);
+                Some((manifest, LoadReport::default()))
+            }
+            loaded => loaded?,
+        };
+        let manifest = match loaded {
             Some((manifest, LoadReport { torn_tail, .. })) => {
                 report.manifest_torn_tail = torn_tail;
                 manifest
@@ -90,13 +102,22 @@ impl Home {
                 report.created = true;
                 create(path, options, poison)?
             }
+            None if options.salvage => {
+                report.salvaged.push(format!(
+                    "{}: missing",
+                    path.join(manifest::FILE_NAME).display()
+                ));
+                let (manifest, note) = rebuild(path, options, poison)?;
+                report.salvaged.push(note);
+                manifest
+            }
             None => {
                 return Err(Error::corruption(
                     path.join(manifest::FILE_NAME),
                     0,
                     "the home holds files but no manifest: the manifest was lost, or this is \
                      not a KVDB (nothing is created here; a KVDB is created only in an empty \
-                     directory)",
+                     directory; `shale salvage` rebuilds a lost manifest from the segments)",
                 ))
             }
         };
@@ -120,7 +141,27 @@ impl Home {
                 )));
             }
             locks.push(lock_dir(dir, options.read_only)?);
-            if let Some(adopted) = check_identity(path, dir, *class, kvdb_id)? {
+            let checked = match check_identity(path, dir, *class, kvdb_id) {
+                Err(error) if options.salvage && repairable_identity(dir)? => {
+                    // The directory holds segment files but its identity is lost or damaged:
+                    // it is given this KVDB's again (a foreign id is never overridden).
+                    report
+                        .salvaged
+                        .push(format!("{error}; its identity is written anew"));
+                    let (_, owner_home) = place(path, dir)?;
+                    pending.adoptions.push((
+                        dir.clone(),
+                        Identity {
+                            kvdb_id,
+                            class: *class,
+                            owner_home,
+                        },
+                    ));
+                    None
+                }
+                checked => checked?,
+            };
+            if let Some(adopted) = checked {
                 report.adopted_dirs.push(format!(
                     "{} (was owned by {})",
                     dir.display(),
@@ -151,7 +192,7 @@ impl Home {
         let owner = canonical(&self.path)?;
         for (dir, identity) in self.pending.adoptions.drain(..) {
             Identity {
-                owner_home: Some(owner.clone()),
+                owner_home: identity.owner_home.as_ref().map(|_| owner.clone()),
                 ..identity
             }
             .store(&dir)?;
@@ -321,6 +362,90 @@ fn legacy_dir(home: &Path, stored: &Path) -> Result<PathBuf> {
                 stored.display()
             ))
         })
+}
+
+/// Salvage: a new manifest for `home`, whose own is lost or damaged. What its readable records
+/// say is kept (identity, media directories, KVSs, seals); the segments are the segment files
+/// found in the media directories (recovery scans those it knows no seal of, and names KVSs it
+/// finds records of but no name for `salvaged-kvs-ID`). A damaged manifest is set aside.
+fn rebuild(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<(Manifest, String)> {
+    let prefix = manifest::readable_prefix(home);
+    let found_prefix = prefix.is_some();
+    let mut state = match prefix {
+        Some(state) => state,
+        None => {
+            let capacity = options
+                .capacity_dir
+                .clone()
+                .unwrap_or_else(|| home.join(MediaClass::Capacity.name()));
+            let kvdb_id = Identity::load(&capacity)
+                .ok()
+                .flatten()
+                .map_or_else(random_id, |identity| identity.kvdb_id);
+            let staging = match &options.staging_dir {
+                Some(dir) => Some(place(home, dir)?.0),
+                None => None,
+            };
+            let media = MediaDirs {
+                capacity_dir: place(home, &capacity)?.0,
+                staging_dir: staging,
+                staging_bytes_max: options.staging_bytes_max,
+            };
+            KvdbState::new(kvdb_id, media)
+        }
+    };
+    let recorded = std::mem::take(&mut state.segments);
+    state.freeing.clear();
+    let mut found = 0;
+    for (class, dir) in state.media.classes(home) {
+        for (id, path) in list_segment_files(&dir)? {
+            let counters = Arc::new(MediaCounters::default());
+            let file = SegmentFile::open(&*options.storage(), &path, false, counters)?;
+            // An unreadable header: recovery meets the file as unexpected and sets it aside.
+            let Ok(header) = SegmentHeader::read(&file, &path) else {
+                continue;
+            };
+            if header.class != class || header.id != id || state.segments.contains_key(&id) {
+                continue;
+            }
+            let known = recorded.get(&id).filter(|entry| {
+                (entry.class, entry.head, entry.created_seqno)
+                    == (header.class, header.head, header.created_seqno)
+            });
+            state.segments.insert(
+                id,
+                known.copied().unwrap_or(SegmentEntry {
+                    class,
+                    head: header.head,
+                    created_seqno: header.created_seqno,
+                    seal: None,
+                    durable_end: 0,
+                }),
+            );
+            state.next_segment_id = state.next_segment_id.max(id.0 + 1);
+            found += 1;
+        }
+    }
+    let old = home.join(manifest::FILE_NAME);
+    if old.exists() {
+        set_file_aside(&old)?;
+    }
+    let note = format!(
+        "the manifest was rebuilt from {} and the {found} segment files found",
+        if found_prefix {
+            "its readable records"
+        } else {
+            "nothing of it (KVS names found in no record are lost)"
+        }
+    );
+    Ok((Manifest::create(home, state, poison)?, note))
+}
+
+/// Whether `dir`'s identity may be written anew in a salvage: it holds segment files, and no
+/// readable identity of another KVDB.
+fn repairable_identity(dir: &Path) -> Result<bool> {
+    let foreign_or_fine = matches!(Identity::load(dir), Ok(Some(_)));
+    Ok(!foreign_or_fine && !list_segment_files(dir)?.is_empty())
 }
 
 /// Whether `home` holds nothing but the remains of a creation that never wrote its manifest:

@@ -236,3 +236,76 @@ fn a_stray_segment_file_is_set_aside_and_nothing_is_lost() {
         assert_eq!(read[key].as_ref(), Some(value));
     }
 }
+
+/// Finding 3's salvage: with its manifest deleted, a KVDB is refused; a salvage rebuilds the
+/// manifest from the segment files and brings every record back (the KVS's name is lost with
+/// the manifest: it comes back as `salvaged-kvs-1`). A damaged manifest keeps what its readable
+/// records say, names included.
+#[test]
+fn a_lost_or_damaged_manifest_is_rebuilt_from_the_segments() {
+    for damage in ["deleted", "damaged"] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = write_data(dir.path());
+        let manifest = dir.path().join("MANIFEST");
+        match damage {
+            "deleted" => std::fs::remove_file(&manifest).unwrap(),
+            _ => {
+                // Damage the record after the one that creates the KVS (not the last record,
+                // which would read as a torn tail): records are u32 length, u32 crc, payload.
+                let bytes = std::fs::read(&manifest).unwrap();
+                let mut at = 12;
+                let mut after_kvs = None;
+                while at < bytes.len() {
+                    let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+                    if after_kvs == Some(0) {
+                        after_kvs = Some(at);
+                        break;
+                    }
+                    if bytes[at + 8] == 4 {
+                        after_kvs = Some(0); // the next record is the one
+                    }
+                    at += 8 + len;
+                }
+                let target = after_kvs
+                    .filter(|&at| at > 0)
+                    .expect("a record after the KVS");
+                write_at(&manifest, target as u64 + 9, &[0xaa; 4]);
+            }
+        }
+        let refused = Db::open(dir.path(), small_options()).err().expect(damage);
+        assert_eq!(refused.kind(), ErrorKind::Corruption, "{damage}: {refused}");
+        {
+            let db = Db::open(dir.path(), salvage_options()).unwrap();
+            let report = db.recovery_report().salvage.clone().unwrap();
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|line| line.contains("manifest was rebuilt")),
+                "{damage}: {report:#?}"
+            );
+            let name = match damage {
+                "deleted" => "salvaged-kvs-1",
+                _ => "t",
+            };
+            assert_eq!(db.list_kvs().unwrap(), [name], "{damage}");
+            let kvs = db.kvs(name).unwrap();
+            for index in 0..3000u32 {
+                let key = format!("key{index:05}").into_bytes();
+                assert_eq!(
+                    kvs.get(&key).unwrap().map(|value| value.to_vec()).as_ref(),
+                    model.get(&key),
+                    "{damage}: {}",
+                    key.escape_ascii()
+                );
+            }
+            assert!(
+                db.check().unwrap().is_ok(),
+                "{damage}: {:?}",
+                db.check().unwrap()
+            );
+        }
+        let again = Db::open(dir.path(), small_options()).unwrap();
+        assert!(again.check().unwrap().is_ok(), "{damage}");
+    }
+}

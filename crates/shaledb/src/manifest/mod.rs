@@ -273,6 +273,54 @@ fn valid_record_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
 
 /// The state `bytes` describe, what was seen, and the length of their valid records.
 fn decode(bytes: &[u8], path: &Path) -> Result<(KvdbState, LoadReport, u64)> {
+    check_header(bytes, path)?;
+    let replayed = replay_records(bytes, path);
+    let mut report = LoadReport {
+        edits: replayed.edits,
+        ..LoadReport::default()
+    };
+    let at = replayed.end;
+    match replayed.stop {
+        None => {}
+        Some(Stop::Invalid(error)) => return Err(error),
+        Some(Stop::Unreadable) => {
+            // A torn last append leaves nothing valid after it; damage does.
+            if let Some(later) =
+                (at + 1..bytes.len()).find(|&p| valid_record_at(bytes, p).is_some())
+            {
+                return Err(Error::corruption(
+                    path,
+                    at as u64,
+                    format!("manifest record fails validation (a valid one follows at {later})"),
+                ));
+            }
+            report.torn_tail = Some(format!(
+                "{} at offset {at}: the last {} bytes are no whole record",
+                path.display(),
+                bytes.len() - at
+            ));
+        }
+    }
+    let state = replayed.state.ok_or_else(|| {
+        Error::corruption(
+            path,
+            at as u64,
+            "manifest ends before its identity and media edits",
+        )
+    })?;
+    Ok((state, report, at as u64))
+}
+
+/// For a salvage: the state the readable records of the manifest of `home` describe, up to the
+/// first that cannot be read or applied; `None` if not even its identity and media can be.
+pub fn readable_prefix(home: &Path) -> Option<KvdbState> {
+    let path = home.join(FILE_NAME);
+    let bytes = std::fs::read(&path).ok()?;
+    check_header(&bytes, &path).ok()?;
+    replay_records(&bytes, &path).state
+}
+
+fn check_header(bytes: &[u8], path: &Path) -> Result<()> {
     let mut header = ByteReader::new(bytes, path, "manifest", 0);
     if header.take(MAGIC.len()).ok() != Some(&MAGIC[..]) {
         return Err(Error::corruption(
@@ -289,37 +337,46 @@ fn decode(bytes: &[u8], path: &Path) -> Result<(KvdbState, LoadReport, u64)> {
             format!("unsupported manifest format version {version}"),
         ));
     }
-    let mut report = LoadReport::default();
-    let mut state: Option<KvdbState> = None;
+    Ok(())
+}
+
+/// What applying a manifest's records in order built, and where and why it stopped.
+struct Replayed {
+    state: Option<KvdbState>,
+    edits: u64,
+    /// Offset just past the last record applied.
+    end: usize,
+    /// `None`: every record applied.
+    stop: Option<Stop>,
+}
+
+enum Stop {
+    /// The record at `end` is no valid record (damaged, or torn).
+    Unreadable,
+    /// The record at `end` is valid but cannot be decoded or contradicts those before it.
+    Invalid(Error),
+}
+
+fn replay_records(bytes: &[u8], path: &Path) -> Replayed {
+    let mut replayed = Replayed {
+        state: None,
+        edits: 0,
+        end: HEADER_BYTES,
+        stop: None,
+    };
     let mut identity: Option<u64> = None;
-    let mut at = HEADER_BYTES;
-    while at < bytes.len() {
+    while replayed.end < bytes.len() {
+        let at = replayed.end;
         let Some(payload) = valid_record_at(bytes, at) else {
-            // A torn last append leaves nothing valid after it; damage does.
-            if let Some(later) =
-                (at + 1..bytes.len()).find(|&p| valid_record_at(bytes, p).is_some())
-            {
-                return Err(Error::corruption(
-                    path,
-                    at as u64,
-                    format!("manifest record fails validation (a valid one follows at {later})"),
-                ));
-            }
-            report.torn_tail = Some(format!(
-                "{} at offset {at}: the last {} bytes are no whole record",
-                path.display(),
-                bytes.len() - at
-            ));
+            replayed.stop = Some(Stop::Unreadable);
             break;
         };
-        let end = RECORD_HEADER_BYTES + payload.len();
         let mut reader = ByteReader::new(
             payload,
             path,
             "manifest edit",
             (at + RECORD_HEADER_BYTES) as u64,
         );
-        let edit = Edit::decode(&mut reader)?;
         let contradiction = |why: String| {
             Error::corruption(
                 path,
@@ -327,30 +384,32 @@ fn decode(bytes: &[u8], path: &Path) -> Result<(KvdbState, LoadReport, u64)> {
                 format!("manifest edit contradicts the ones before it: {why}"),
             )
         };
-        match (&edit, &mut state) {
-            (Edit::Identity { kvdb_id }, None) if identity.is_none() => identity = Some(*kvdb_id),
-            (Edit::Media(media), None) => match identity {
-                Some(kvdb_id) => state = Some(KvdbState::new(kvdb_id, media.clone())),
-                None => return Err(contradiction("media before identity".into())),
-            },
-            (_, None) => {
-                return Err(contradiction(format!(
+        let applied =
+            Edit::decode(&mut reader).and_then(|edit| match (&edit, &mut replayed.state) {
+                (Edit::Identity { kvdb_id }, None) if identity.is_none() => {
+                    identity = Some(*kvdb_id);
+                    Ok(())
+                }
+                (Edit::Media(media), None) => match identity {
+                    Some(kvdb_id) => {
+                        replayed.state = Some(KvdbState::new(kvdb_id, media.clone()));
+                        Ok(())
+                    }
+                    None => Err(contradiction("media before identity".into())),
+                },
+                (_, None) => Err(contradiction(format!(
                     "{edit:?} before the identity and media edits"
-                )))
-            }
-            (edit, Some(state)) => state.apply(edit).map_err(contradiction)?,
+                ))),
+                (edit, Some(state)) => state.apply(edit).map_err(contradiction),
+            });
+        if let Err(error) = applied {
+            replayed.stop = Some(Stop::Invalid(error));
+            break;
         }
-        report.edits += 1;
-        at += end;
+        replayed.edits += 1;
+        replayed.end = at + RECORD_HEADER_BYTES + payload.len();
     }
-    let state = state.ok_or_else(|| {
-        Error::corruption(
-            path,
-            at as u64,
-            "manifest ends before its identity and media edits",
-        )
-    })?;
-    Ok((state, report, at as u64))
+    replayed
 }
 
 #[cfg(test)]

@@ -73,6 +73,10 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
     } = checkpoint.unwrap_or_default();
     report.checkpoint_loaded = checkpoint_next_seqno > 0;
     for (kvs_id, entries) in kvs {
+        if kvs_id >= replay.next_kvs_id && damage.is_salvage() {
+            // The checkpoint knows a KVS the manifest lost: a salvage creates it.
+            replay.create_found_kvs(kvs_id, &mut cleanup);
+        }
         if let Some(index) = replay.indexes.get_mut(&kvs_id) {
             for (key, entry) in entries {
                 index.put_recovered(&key, entry);

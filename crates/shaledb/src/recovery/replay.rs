@@ -44,6 +44,14 @@ impl Replay {
         }
     }
 
+    /// Salvage: a KVS whose records were found but which the manifest never created is created,
+    /// under a name that says where it came from.
+    pub fn create_found_kvs(&mut self, kvs_id: u32, cleanup: &mut Vec<Cleanup>) {
+        self.indexes.entry(kvs_id).or_default();
+        self.next_kvs_id = self.next_kvs_id.max(kvs_id + 1);
+        cleanup.push(Cleanup::CreateKvs(kvs_id, format!("salvaged-kvs-{kvs_id}")));
+    }
+
     fn apply(&mut self, record: PendingRecord) {
         self.max_seqno = self.max_seqno.max(record.seqno);
         let Some(index) = self.indexes.get_mut(&record.kvs_id) else {
@@ -139,13 +147,7 @@ pub fn replay_segment(
                         record.kvs_id
                     ),
                 ))?;
-                // Salvage: the KVS is created under a name that says where it came from.
-                replay.indexes.entry(record.kvs_id).or_default();
-                replay.next_kvs_id = record.kvs_id + 1;
-                cleanup.push(Cleanup::CreateKvs(
-                    record.kvs_id,
-                    format!("salvaged-kvs-{}", record.kvs_id),
-                ));
+                replay.create_found_kvs(record.kvs_id, cleanup);
             }
             batch.push(PendingRecord {
                 kind: record.kind,
