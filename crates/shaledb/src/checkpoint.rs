@@ -143,7 +143,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
+pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
     let path = path.to_path_buf();
     let corrupt =
         |offset: usize, detail: &str| Error::corruption(&path, offset as u64, detail.to_string());

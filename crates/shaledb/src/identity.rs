@@ -59,7 +59,7 @@ impl Identity {
     }
 }
 
-fn decode(bytes: &[u8], path: &Path) -> Result<Identity> {
+pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Identity> {
     if bytes.len() < 4 {
         return Err(Error::corruption(path, 0, "identity file too short"));
     }

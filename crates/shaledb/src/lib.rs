@@ -33,6 +33,8 @@ mod counters;
 mod db;
 mod engine;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod gc;
 mod home;
 mod identity;

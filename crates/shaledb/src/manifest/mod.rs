@@ -272,7 +272,7 @@ fn valid_record_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
 }
 
 /// The state `bytes` describe, what was seen, and the length of their valid records.
-fn decode(bytes: &[u8], path: &Path) -> Result<(KvdbState, LoadReport, u64)> {
+pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<(KvdbState, LoadReport, u64)> {
     check_header(bytes, path)?;
     let replayed = replay_records(bytes, path);
     let mut report = LoadReport {

@@ -1,0 +1,243 @@
+//! Fuzz entry points: every decoder of bytes read from media, fed any bytes. Each returns
+//! normally whatever the input, and panics only when a property fails: a decoder never panics,
+//! turns down bad bytes with `Corruption`, and what it accepts encodes back to the same bytes
+//! (or, for the scanner, every record it visits decodes where it says). The proptest
+//! properties at the end run each one over random and mutated inputs in every test run;
+//! `fuzz/` runs them under cargo-fuzz for as long as `scripts/fuzz` is told to. An input that
+//! ever fails becomes a regression test here.
+
+use crate::checkpoint;
+use crate::error::ErrorKind;
+use crate::identity;
+use crate::manifest;
+use crate::media::{AlignedBuf, MediaCounters, OsStorage, ReadPurpose, SegmentFile, WritePurpose};
+use crate::record::{self, DecodeError, RecordRef};
+use crate::segment::{scan_records, SegmentHeader};
+use std::path::Path;
+use std::sync::Arc;
+
+fn rejected_as_corruption(result: crate::error::Result<impl Sized>, what: &str) {
+    if let Err(error) = result {
+        assert_eq!(error.kind(), ErrorKind::Corruption, "{what}: {error}");
+    }
+}
+
+/// The record decoder: accepted records encode back to the bytes they were read from.
+pub fn record(bytes: &[u8]) {
+    match record::decode(bytes) {
+        Ok(decoded) => {
+            let mut again = Vec::new();
+            record::encode(&mut again, &decoded);
+            assert_eq!(
+                again,
+                bytes[..decoded.encoded_len()],
+                "a record re-encodes as read"
+            );
+        }
+        Err(DecodeError::Truncated { needed }) => assert!(needed > bytes.len()),
+        Err(DecodeError::Unwritten | DecodeError::Corrupt(_)) => {}
+    }
+}
+
+/// The segment header decoder: accepted headers encode back to the same first bytes.
+pub fn segment_header(bytes: &[u8]) {
+    let path = Path::new("fuzz-segment");
+    if let Ok(header) = SegmentHeader::decode(bytes, path) {
+        let page = header.encode();
+        assert_eq!(
+            &page.as_slice()[..36],
+            &bytes[..36],
+            "a header re-encodes as read"
+        );
+    } else {
+        rejected_as_corruption(SegmentHeader::decode(bytes, path), "segment header");
+    }
+}
+
+/// The scanner, over a segment file holding `bytes` after a header page: every record it
+/// visits decodes at its offset, in order, and the scan ends within the file.
+pub fn scan(bytes: &[u8]) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("seg");
+    let header = SegmentHeader {
+        id: crate::segment::SegmentId(1),
+        class: crate::media::MediaClass::Capacity,
+        head: crate::segment::HeadKind::Client,
+        created_seqno: 1,
+    };
+    let counters = Arc::new(MediaCounters::default());
+    let file = SegmentFile::create(
+        &OsStorage,
+        &path,
+        false,
+        counters,
+        &header.encode(),
+        WritePurpose::Client,
+    )
+    .expect("a segment file");
+    let mut data = AlignedBuf::zeroed(bytes.len().max(1));
+    data.extend_from_slice(bytes);
+    file.write_at(4096, data.padded(), WritePurpose::Client)
+        .expect("written");
+    let file_len = file.len_bytes().expect("its length");
+    let mut last = 0;
+    let summary = scan_records(
+        &file,
+        4096,
+        u64::MAX,
+        ReadPurpose::Other,
+        |offset, found: &RecordRef<'_>| {
+            assert!(offset >= last, "records are visited in order");
+            let at = (offset - 4096) as usize;
+            let again = record::decode(&bytes[at..]).expect("a visited record decodes where it is");
+            assert_eq!(again, *found);
+            last = offset + found.encoded_len() as u64;
+            Ok(())
+        },
+    )
+    .expect("the scan reads the file");
+    assert!(summary.end_offset <= file_len);
+}
+
+/// The checkpoint decoder.
+pub fn checkpoint(bytes: &[u8]) {
+    rejected_as_corruption(
+        checkpoint::decode(bytes, Path::new("fuzz-checkpoint")),
+        "checkpoint",
+    );
+}
+
+/// The manifest decoder: an accepted manifest's state, rewritten, reads back the same.
+pub fn manifest(bytes: &[u8]) {
+    let path = Path::new("fuzz-manifest");
+    match manifest::decode(bytes, path) {
+        Ok((state, _, _)) => {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let poison = Arc::new(crate::poison::Poison::default());
+            manifest::Manifest::create(dir.path(), state.clone(), poison.clone()).expect("written");
+            let (again, _) = manifest::Manifest::open(dir.path(), true, poison)
+                .expect("read back")
+                .expect("there");
+            assert_eq!(
+                *again.state(),
+                state,
+                "a manifest's state survives a rewrite"
+            );
+        }
+        Err(error) => assert_eq!(error.kind(), ErrorKind::Corruption, "manifest: {error}"),
+    }
+}
+
+/// The identity-file decoder.
+pub fn identity(bytes: &[u8]) {
+    rejected_as_corruption(
+        identity::decode(bytes, Path::new("fuzz-identity")),
+        "identity",
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Valid encodings of each kind of input, to mutate.
+    fn sample_record() -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for seqno in 1..4u64 {
+            record::encode(
+                &mut bytes,
+                &RecordRef {
+                    kind: record::RecordKind::Put,
+                    flags: 0,
+                    kvs_id: 1,
+                    seqno,
+                    key: b"some-key",
+                    value: &[7; 300],
+                },
+            );
+        }
+        bytes
+    }
+
+    fn sample_manifest() -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let media = manifest::MediaDirs {
+            capacity_dir: "capacity".into(),
+            staging_dir: None,
+            staging_bytes_max: 1 << 20,
+        };
+        let poison = Arc::new(crate::poison::Poison::default());
+        let written =
+            manifest::Manifest::create(dir.path(), manifest::KvdbState::new(9, media), poison)
+                .unwrap();
+        written
+            .record(&manifest::Edit::KvsCreated {
+                id: 1,
+                name: "users".into(),
+                options: Default::default(),
+            })
+            .unwrap();
+        std::fs::read(dir.path().join(manifest::FILE_NAME)).unwrap()
+    }
+
+    /// Any bytes, or a valid sample with a few bytes changed and maybe cut short.
+    fn input(sample: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
+        let len = sample.len();
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..2048),
+            (
+                proptest::collection::vec((0..len, any::<u8>()), 0..4),
+                0..=len
+            )
+                .prop_map(move |(changes, cut)| {
+                    let mut bytes = sample.clone();
+                    for (at, value) in changes {
+                        bytes[at] = value;
+                    }
+                    bytes.truncate(cut.max(1));
+                    bytes
+                }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn records_decode_safely(bytes in input(sample_record())) {
+            record(&bytes);
+        }
+
+        #[test]
+        fn segment_headers_decode_safely(bytes in input(SegmentHeader {
+            id: crate::segment::SegmentId(3),
+            class: crate::media::MediaClass::Staging,
+            head: crate::segment::HeadKind::CleanerOld,
+            created_seqno: 42,
+        }.encode().as_slice().to_vec())) {
+            segment_header(&bytes);
+        }
+
+        #[test]
+        fn manifests_decode_safely(bytes in input(sample_manifest())) {
+            manifest(&bytes);
+        }
+
+        #[test]
+        fn checkpoints_and_identities_decode_safely(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            checkpoint(&bytes);
+            identity(&bytes);
+        }
+    }
+
+    proptest! {
+        // Each case writes a file: fewer cases.
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn segments_scan_safely(bytes in input(sample_record())) {
+            scan(&bytes);
+        }
+    }
+}

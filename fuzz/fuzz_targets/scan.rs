@@ -1,0 +1,4 @@
+//! Fuzz target: `shaledb::fuzzing::scan` on any bytes (see that function for what it checks).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| shaledb::fuzzing::scan(data));
