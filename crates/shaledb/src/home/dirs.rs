@@ -40,10 +40,15 @@ pub fn first_entry_but(dir: &Path, except: &[&str]) -> Result<Option<String>> {
 }
 
 /// Locks `dir/LOCK` (exclusive, or shared when read-only) for as long as the file is held.
-pub fn lock_dir(dir: &Path, read_only: bool) -> Result<File> {
+/// A read-only open of a directory without a `LOCK` (one on a read-only file system that no
+/// writer ever opened) takes no lock: no writer can be there.
+pub fn lock_dir(dir: &Path, read_only: bool) -> Result<Option<File>> {
     let path = dir.join(LOCK_FILE_NAME);
     let opened = if read_only {
-        std::fs::File::open(&path)
+        match std::fs::File::open(&path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            opened => opened,
+        }
     } else {
         std::fs::OpenOptions::new()
             .create(true)
@@ -58,7 +63,7 @@ pub fn lock_dir(dir: &Path, read_only: bool) -> Result<File> {
         file.try_lock()
     };
     match locked {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
         Err(std::fs::TryLockError::Error(error)) => {
             Err(Error::io(format!("lock {}", path.display()), error))

@@ -73,7 +73,7 @@ impl Home {
         } else if !path.is_dir() {
             return Err(Error::KvdbNotFound(path.to_path_buf()));
         }
-        let mut locks = vec![lock_dir(path, options.read_only)?];
+        let mut locks: Vec<File> = lock_dir(path, options.read_only)?.into_iter().collect();
         let mut report = HomeReport::default();
         let loaded = match Manifest::open(path, options.read_only, poison.clone()) {
             Err(error) if options.salvage && error.kind() == ErrorKind::Corruption => {
@@ -145,7 +145,7 @@ impl Home {
                     path.display()
                 )));
             }
-            locks.push(lock_dir(dir, options.read_only)?);
+            locks.extend(lock_dir(dir, options.read_only)?);
             let checked = match check_identity(path, dir, *class, kvdb_id) {
                 Err(error) if options.salvage && repairable_identity(dir)? => {
                     // The directory holds segment files but its identity is lost or damaged:

@@ -48,7 +48,7 @@ pub fn rebuild(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<(M
     for (class, dir) in state.media.classes(home) {
         for (id, path) in list_segment_files(&dir)? {
             let counters = Arc::new(MediaCounters::default());
-            let file = SegmentFile::open(&*options.storage(), &path, false, counters)?;
+            let file = SegmentFile::open(&*options.storage(), &path, false, false, counters)?;
             // An unreadable header: recovery meets the file as unexpected and sets it aside.
             let Ok(header) = SegmentHeader::read(&file, &path) else {
                 continue;

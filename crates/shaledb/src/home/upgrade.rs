@@ -65,7 +65,7 @@ pub fn upgrade(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<Ma
     for (class, dir) in &media_dirs {
         for (id, path) in list_segment_files(dir)? {
             let counters = Arc::new(MediaCounters::default());
-            let file = SegmentFile::open(&*options.storage(), &path, false, counters)?;
+            let file = SegmentFile::open(&*options.storage(), &path, false, false, counters)?;
             if file.len_bytes()? < SEGMENT_HEADER_BYTES {
                 // Its creation never completed: the old engine removed such files too.
                 remove_file_durably(&path)?;

@@ -48,10 +48,11 @@ impl SegmentFile {
         storage: &dyn Storage,
         path: &Path,
         direct_io: bool,
+        writable: bool,
         counters: Arc<MediaCounters>,
     ) -> Result<Self> {
         let file = storage
-            .open(path, direct_io)
+            .open(path, direct_io, writable)
             .map_err(|error| Error::io(format!("open {}", path.display()), error))?;
         let mut segment = Self::page_aligned(path, file, counters);
         segment.read_align = segment.probe_read_alignment();

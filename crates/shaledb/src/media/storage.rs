@@ -35,8 +35,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Creates `path` for reading and writing, failing if it exists; with direct I/O if
     /// `direct_io` and the file system allows it.
     fn create(&self, path: &Path, direct_io: bool) -> io::Result<Box<dyn StorageFile>>;
-    /// Opens the existing `path` for reading and writing, likewise.
-    fn open(&self, path: &Path, direct_io: bool) -> io::Result<Box<dyn StorageFile>>;
+    /// Opens the existing `path`, for reading and, if `writable`, writing; with direct I/O
+    /// likewise. A read-only KVDB opens its files read-only, so it works on a read-only file
+    /// system.
+    fn open(
+        &self,
+        path: &Path,
+        direct_io: bool,
+        writable: bool,
+    ) -> io::Result<Box<dyn StorageFile>>;
 }
 
 /// The operating system's file system: `pread`, `pwrite`, `fdatasync`, with O_DIRECT where the
@@ -53,10 +60,15 @@ struct OsFile {
 }
 
 impl OsStorage {
-    fn open_file(path: &Path, direct_io: bool, create: bool) -> io::Result<Box<dyn StorageFile>> {
+    fn open_file(
+        path: &Path,
+        direct_io: bool,
+        create: bool,
+        writable: bool,
+    ) -> io::Result<Box<dyn StorageFile>> {
         let open = |direct: bool| {
             let mut options = OpenOptions::new();
-            options.read(true).write(true).create_new(create);
+            options.read(true).write(writable).create_new(create);
             if direct {
                 options.custom_flags(libc::O_DIRECT);
             }
@@ -87,11 +99,16 @@ impl OsStorage {
 
 impl Storage for OsStorage {
     fn create(&self, path: &Path, direct_io: bool) -> io::Result<Box<dyn StorageFile>> {
-        Self::open_file(path, direct_io, true)
+        Self::open_file(path, direct_io, true, true)
     }
 
-    fn open(&self, path: &Path, direct_io: bool) -> io::Result<Box<dyn StorageFile>> {
-        Self::open_file(path, direct_io, false)
+    fn open(
+        &self,
+        path: &Path,
+        direct_io: bool,
+        writable: bool,
+    ) -> io::Result<Box<dyn StorageFile>> {
+        Self::open_file(path, direct_io, false, writable)
     }
 }
 

@@ -119,7 +119,13 @@ pub fn open_segments(
             continue;
         }
         let counters = input.counters.media(class).clone();
-        let file = SegmentFile::open(input.storage, &path, input.direct_io, counters)?;
+        let file = SegmentFile::open(
+            input.storage,
+            &path,
+            input.direct_io,
+            !input.read_only,
+            counters,
+        )?;
         let expected = SegmentHeader {
             id,
             class: entry.class,

@@ -16,4 +16,6 @@ pub struct RecoveryInput<'a> {
     pub counters: &'a Counters,
     /// Go on past damage, reporting it, instead of failing (`Options::salvage`).
     pub salvage: bool,
+    /// Open segment files for reading only (`Options::read_only`).
+    pub read_only: bool,
 }

@@ -39,6 +39,7 @@ impl Store {
             direct_io: options.direct_io,
             counters: &counters,
             salvage: options.salvage,
+            read_only: options.read_only,
         })?;
         let mut report = recovered.report;
         let segments = Arc::new(SegmentTable::new(

@@ -55,9 +55,14 @@ impl Storage for FaultyStorage {
         }))
     }
 
-    fn open(&self, path: &Path, direct_io: bool) -> io::Result<Box<dyn StorageFile>> {
+    fn open(
+        &self,
+        path: &Path,
+        direct_io: bool,
+        writable: bool,
+    ) -> io::Result<Box<dyn StorageFile>> {
         Ok(Box::new(FaultyFile {
-            inner: OsStorage.open(path, direct_io)?,
+            inner: OsStorage.open(path, direct_io, writable)?,
             path: path.to_owned(),
             plan: self.plan.clone(),
         }))
