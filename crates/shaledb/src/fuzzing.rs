@@ -201,6 +201,28 @@ mod tests {
         ]
     }
 
+    /// Inputs the fuzzer found failing, kept as regression tests (and in `fuzz/seeds`).
+    #[test]
+    fn fuzzer_findings_stay_fixed() {
+        // A header with a valid CRC but its reserved bytes set was accepted (cargo-fuzz,
+        // segment_header, 2026-11-23).
+        let mut reserved_set = SegmentHeader {
+            id: crate::segment::SegmentId(1),
+            class: crate::media::MediaClass::Capacity,
+            head: crate::segment::HeadKind::Client,
+            created_seqno: 0,
+        }
+        .encode()
+        .as_slice()[..36]
+            .to_vec();
+        reserved_set[14] = 1;
+        let crc = crc32c::crc32c(&reserved_set[..32]);
+        reserved_set[32..36].copy_from_slice(&crc.to_le_bytes());
+        segment_header(&reserved_set);
+        let error = SegmentHeader::decode(&reserved_set, Path::new("x")).unwrap_err();
+        assert!(error.to_string().contains("reserved"), "{error}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 

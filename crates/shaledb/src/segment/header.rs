@@ -127,6 +127,10 @@ impl SegmentHeader {
         let class =
             MediaClass::from_byte(bytes[12]).ok_or_else(|| corrupt("unknown media class"))?;
         let head = HeadKind::from_byte(bytes[13]).ok_or_else(|| corrupt("unknown head"))?;
+        if bytes[14..16] != [0, 0] {
+            // Reserved: a later format would say so by its version, so set bits are damage.
+            return Err(corrupt("reserved bytes are not zero"));
+        }
         let id = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
         let id = u32::try_from(id).map_err(|_| corrupt("segment id out of range"))?;
         let created_seqno = u64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
