@@ -29,6 +29,7 @@ fn only_reads(command: &Command) -> bool {
             | Command::Info { .. }
             | Command::Dump
             | Command::Check { .. }
+            | Command::Backup { .. }
             | Command::Kvs {
                 action: KvsAction::List
             }
@@ -165,6 +166,9 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
                 {
                     writeln!(out, "ERROR {line}")?;
                 }
+                for line in &report.crash_leftovers {
+                    writeln!(out, "NOTE {line} (the next writable open tidies it)")?;
+                }
             }
             out.flush()?;
             if !report.is_ok() {
@@ -180,6 +184,19 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
         Command::Compact => {
             let freed = db.compact()?;
             writeln!(out, "freed {freed} segments")?;
+        }
+        Command::Backup { dest, json } => {
+            let report = db.backup(dest)?;
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                writeln!(
+                    out,
+                    "backed up {} KVSs in {} segments ({} bytes) to {}, a KVDB of its own (id {})",
+                    report.kvs, report.segments, report.segment_bytes, report.path, report.kvdb_id
+                )?;
+            }
         }
         Command::Salvage => {
             let report = db

@@ -92,6 +92,14 @@ enum Command {
     },
     /// Run the cleaner now over every segment with dead data.
     Compact,
+    /// Copy the KVDB as it is now into DEST (missing or empty), a KVDB of its own with a new
+    /// id; every copied segment is read back and verified, and the copy is a KVDB only once
+    /// complete. The source is opened read-only (`Db::backup` copies one that is being written).
+    Backup {
+        dest: std::path::PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Open a damaged KVDB anyway: keep every readable record, set damaged files aside (never
     /// deleted), rebuild a lost manifest, and report what may be lost or may have come back
     /// (also written to a salvage-report-*.json in the home). The KVDB then opens normally.

@@ -320,7 +320,9 @@ fn commands_that_only_read_write_nothing_and_create_nothing() {
     let db = dir.path().join("db");
     assert!(shale(&db, &["put", "k", "v"]).status.success());
     let before = files(&db);
-    let reads: [&[&str]; 8] = [
+    let backup = dir.path().join("backup");
+    let reads: [&[&str]; 9] = [
+        &["backup", backup.to_str().unwrap()],
         &["get", "k"],
         &["get", "missing"],
         &["--kvs", "no-such-kvs", "get", "k"],
@@ -348,6 +350,58 @@ fn commands_that_only_read_write_nothing_and_create_nothing() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("read-only"));
     assert_eq!(stdout(&shale(&db, &["get", "k"])), "v\n");
+}
+
+#[test]
+fn backup_makes_a_verified_kvdb_of_its_own_and_refuses_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for index in 0..50 {
+        let key = format!("key{index:02}");
+        assert!(shale(&db, &["put", &key, "a value"]).status.success());
+    }
+    let copy = dir.path().join("copy");
+    let made = shale(&db, &["backup", copy.to_str().unwrap(), "--json"]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&made.stdout).unwrap();
+    assert_eq!(report["kvs"], 1);
+    assert_eq!(stdout(&shale(&copy, &["get", "key42"])), "a value\n");
+    assert!(shale(&copy, &["check"]).status.success());
+    // Into a directory that is not empty: refused.
+    let again = shale(&db, &["backup", copy.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
+    // A damaged source: exit 4 naming the file, and no KVDB at the destination.
+    let segment = std::fs::read_dir(db.join("capacity"))
+        .unwrap()
+        .map(|item| item.unwrap().path())
+        .find(|path| {
+            std::fs::read(path)
+                .unwrap()
+                .windows(7)
+                .any(|w| w == b"a value")
+        })
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let at = bytes
+        .windows(7)
+        .rposition(|window| window == b"a value")
+        .unwrap();
+    bytes[at] ^= 0x20;
+    std::fs::write(&segment, bytes).unwrap();
+    let second = dir.path().join("second");
+    let damaged = shale(&db, &["backup", second.to_str().unwrap()]);
+    assert_eq!(damaged.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&damaged.stderr);
+    assert!(
+        stderr.contains(segment.file_name().unwrap().to_str().unwrap()),
+        "{stderr}"
+    );
+    assert_ne!(shale(&second, &["get", "key01"]).status.code(), Some(0));
 }
 
 #[test]

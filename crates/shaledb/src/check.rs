@@ -34,6 +34,9 @@ pub struct CheckReport {
     pub index_errors: Vec<String>,
     /// Segments whose live-byte counter disagrees with the index.
     pub live_bytes_mismatches: Vec<String>,
+    /// What a crash left and the next writable open tidies (a torn last manifest edit, segment
+    /// files never recorded or recorded freed): expected after a crash, not damage.
+    pub crash_leftovers: Vec<String>,
 }
 
 impl CheckReport {
@@ -45,10 +48,12 @@ impl CheckReport {
     }
 }
 
-pub fn check(store: &Store, checkpoint_dir: &Path) -> Result<CheckReport> {
+/// Checks `store`; `leftovers` are the files its read-only open found a crash left (see
+/// `RecoveryReport::leftovers_pending`).
+pub fn check(store: &Store, checkpoint_dir: &Path, leftovers: &[String]) -> Result<CheckReport> {
     store.heads.flush_all(false)?;
     let mut report = CheckReport::default();
-    check_files(store, checkpoint_dir, &mut report)?;
+    check_files(store, checkpoint_dir, leftovers, &mut report)?;
     // Every version the indexes hold, by segment and offset, so one sequential pass per
     // segment verifies both the records and the entries pointing at them.
     let mut expected: HashMap<SegmentId, Vec<Expected>> = HashMap::new();
@@ -84,10 +89,8 @@ pub fn check(store: &Store, checkpoint_dir: &Path) -> Result<CheckReport> {
         let mut live_bytes = 0;
         let path = segment.path().display().to_string();
         // Sealed, it must read back exactly as sealed; active, up to what was appended.
-        let (end, counted) = match segment.sealed() {
-            Some(seal) => (seal.end_bytes, Some((seal.record_count, seal.records_crc))),
-            None => (segment.end_bytes(), None),
-        };
+        let seal = segment.sealed();
+        let end = seal.map_or(segment.end_bytes(), |seal| seal.end_bytes);
         let summary = scan_records(
             &segment.file,
             SEGMENT_HEADER_BYTES,
@@ -132,21 +135,18 @@ pub fn check(store: &Store, checkpoint_dir: &Path) -> Result<CheckReport> {
                 item.entry.location.offset
             ));
         }
-        for (offset, reason) in summary.corruptions {
+        for (offset, reason) in &summary.corruptions {
             report
                 .corruptions
                 .push(format!("{path} at {offset}: {reason}"));
         }
-        let read_back = summary.end_offset == end
-            && !summary.torn_tail
-            && counted.is_none_or(|counted| counted == (summary.records, summary.records_crc));
-        if !read_back {
+        if !summary.reads_back(end, seal.as_ref()) {
             report.corruptions.push(format!(
                 "{path} at {}: its records read back to here ({} of them), but it holds {}",
                 summary.end_offset,
                 summary.records,
-                match counted {
-                    Some((records, _)) => format!("{records} records ending at {end} (sealed)"),
+                match seal {
+                    Some(seal) => format!("{} records ending at {end} (sealed)", seal.record_count),
                     None => format!("records up to {end}"),
                 }
             ));
@@ -172,7 +172,12 @@ pub fn check(store: &Store, checkpoint_dir: &Path) -> Result<CheckReport> {
 
 /// The manifest and checkpoint files decode, and the segment files on media are exactly the
 /// segments the manifest and the store hold.
-fn check_files(store: &Store, checkpoint_dir: &Path, report: &mut CheckReport) -> Result<()> {
+fn check_files(
+    store: &Store,
+    checkpoint_dir: &Path,
+    leftovers: &[String],
+    report: &mut CheckReport,
+) -> Result<()> {
     let manifest = &store.lifecycle.manifest;
     match Manifest::open(
         manifest.path().parent().expect("a home"),
@@ -188,7 +193,7 @@ fn check_files(store: &Store, checkpoint_dir: &Path, report: &mut CheckReport) -
             }
             if let Some(torn) = loaded.torn_tail {
                 report
-                    .file_errors
+                    .crash_leftovers
                     .push(format!("manifest: a torn last edit: {torn}"));
             }
         }
@@ -227,6 +232,10 @@ fn check_files(store: &Store, checkpoint_dir: &Path, report: &mut CheckReport) -
         for (id, path) in list_segment_files(dir)? {
             if held.contains(&id) {
                 on_disk.insert(id);
+            } else if leftovers.contains(&path.display().to_string()) {
+                report
+                    .crash_leftovers
+                    .push(format!("{}: left by a crash", path.display()));
             } else {
                 report.file_errors.push(format!(
                     "{}: a segment file that no manifest entry accounts for",

@@ -32,6 +32,15 @@ fn checkpoint_due(since: u64, interval_bytes: u64, last_checkpoint_bytes: u64) -
     since >= interval_bytes.max(last_checkpoint_bytes.saturating_mul(CHECKPOINT_SPACING))
 }
 
+/// An encoded checkpoint.
+pub struct Encoded {
+    pub bytes: Vec<u8>,
+    /// Every record with a smaller seqno is in it.
+    pub covered_seqno: u64,
+    /// The client heads' LSN when it began.
+    pub lsn: u64,
+}
+
 /// Writes index checkpoints of the store it is handed, one at a time, spaced by client writes.
 pub struct Checkpointer {
     store: Arc<Store>,
@@ -70,11 +79,10 @@ impl Checkpointer {
         )
     }
 
-    /// Writes a checkpoint of every index (see the module docs for why it is consistent).
-    pub fn write(&self) -> Result<()> {
+    /// A checkpoint of every index as it is now, encoded but stored nowhere: what `write`
+    /// stores, and what a backup copies.
+    pub fn encode(&self) -> Encoded {
         let store = &self.store;
-        let _one_at_a_time = self.lock.lock();
-        store.poison.check()?;
         // Replay positions, taken with every head locked so no record is half-appended; heads
         // are locked in their fixed order (invariant I4).
         let (covered_seqno, lsn, replay_from) = {
@@ -115,7 +123,23 @@ impl Checkpointer {
             }
             encoder.end_kvs();
         }
-        let bytes = encoder.finish();
+        Encoded {
+            bytes: encoder.finish(),
+            covered_seqno,
+            lsn,
+        }
+    }
+
+    /// Writes a checkpoint of every index (see the module docs for why it is consistent).
+    pub fn write(&self) -> Result<()> {
+        let store = &self.store;
+        let _one_at_a_time = self.lock.lock();
+        store.poison.check()?;
+        let Encoded {
+            bytes,
+            covered_seqno,
+            lsn,
+        } = self.encode();
         // Everything the scan saw must be durable before the checkpoint names it.
         store.heads.flush_all(true)?;
         checkpoint::store(&self.dir, &bytes)?;

@@ -3,6 +3,7 @@
 //! batches, snapshots, transactions and maintenance; closing flushes, checkpoints, seals the
 //! active segments and releases the home.
 
+use crate::backup::{self, BackupReport};
 use crate::batch::WriteBatch;
 use crate::check::{self, CheckReport};
 use crate::checkpointer::Checkpointer;
@@ -328,7 +329,27 @@ impl Db {
         self.engine.check_open()?;
         // The cleaner moves records; it must not run between reading the index and the media.
         let _no_cleaning = self.cleaner.pause();
-        check::check(self.store(), &self.checkpoint_dir)
+        check::check(
+            self.store(),
+            &self.checkpoint_dir,
+            &self.recovery_report.leftovers_pending,
+        )
+    }
+
+    /// Copies this KVDB, as it was at one instant, into `dest` (missing or an empty directory)
+    /// while reads and writes go on. The copy is a KVDB of its own, with a new id, that opens
+    /// like any other; every segment copied is read back and verified first, and the copy's
+    /// manifest is written last, so a backup that fails leaves no KVDB at `dest`. Works on a
+    /// read-only KVDB too.
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<BackupReport> {
+        self.engine.check_open()?;
+        backup::backup(
+            self.store(),
+            &self.cleaner,
+            &self.checkpointer,
+            dest.as_ref(),
+            &*self.engine.options.storage(),
+        )
     }
 
     /// What recovery did when this KVDB opened.

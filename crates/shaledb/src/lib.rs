@@ -20,6 +20,7 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the data flow, on-media format and invariants.
 
+mod backup;
 mod batch;
 mod bounds;
 mod cache;
@@ -59,6 +60,7 @@ mod store;
 mod txn;
 mod worker;
 
+pub use backup::BackupReport;
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
 pub use check::CheckReport;

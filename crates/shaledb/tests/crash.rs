@@ -136,6 +136,18 @@ fn acknowledged_batches_survive_sigkill() {
     for round in 0..KILLS {
         let lifetime = Duration::from_millis(rng.gen_range(100..600));
         let acked = common::run_child_then_kill("crash_child", CHILD_ENV, dir.path(), lifetime);
+        // What `shale check` sees first after a crash: a read-only open, which changes nothing.
+        let read_only = Db::open(
+            dir.path(),
+            Options {
+                read_only: true,
+                ..options()
+            },
+        )
+        .unwrap();
+        let report = read_only.check().unwrap();
+        assert!(report.is_ok(), "round {round}, read-only: {report:?}");
+        drop(read_only);
         let db = Db::open(dir.path(), options()).unwrap();
         let last = last_applied(&db);
         if let Some(acked) = acked {

@@ -1,60 +1,150 @@
 //! Creating a KVDB: only in an empty home, every media directory empty and given its identity,
 //! the manifest written last (its presence marks the creation complete).
 
-use super::dirs::{first_entry_but, place, random_id, read_dir, LOCK_FILE_NAME};
+use super::dirs::{first_entry_but, lock_dir, place, random_id, read_dir, LOCK_FILE_NAME};
 use crate::error::{Error, Result};
 use crate::identity::Identity;
 use crate::manifest::{KvdbState, Manifest, MediaDirs};
 use crate::media::MediaClass;
 use crate::options::Options;
 use crate::poison::Poison;
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A new KVDB in `home`: every media directory empty, given its identity, then the manifest
 /// (whose presence marks the creation complete).
 pub fn create(home: &Path, options: &Options, poison: Arc<Poison>) -> Result<Manifest> {
-    let kvdb_id = random_id();
     let capacity = options
         .capacity_dir
         .clone()
         .unwrap_or_else(|| home.join(MediaClass::Capacity.name()));
-    let mut stored = Vec::new();
-    let requested = [
-        (MediaClass::Capacity, Some(capacity)),
-        (MediaClass::Staging, options.staging_dir.clone()),
-    ];
-    for (class, dir) in requested {
-        let Some(dir) = dir else {
-            stored.push(None);
-            continue;
-        };
-        std::fs::create_dir_all(&dir)
-            .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
-        if let Some(stray) = first_entry_but(&dir, &[crate::identity::FILE_NAME, LOCK_FILE_NAME])? {
+    let new = NewKvdb::prepare(
+        home,
+        capacity,
+        options.staging_dir.clone(),
+        options.staging_bytes_max,
+    )?;
+    let state = KvdbState::new(new.kvdb_id, new.media.clone());
+    new.finish(state, poison)
+}
+
+/// A KVDB being made: its id chosen, its media directories made, empty and given their
+/// identity. It is a KVDB only once [`NewKvdb::finish`] wrote its manifest; until then an open
+/// finds no KVDB there.
+pub struct NewKvdb {
+    home: PathBuf,
+    pub kvdb_id: u64,
+    /// As the manifest stores them.
+    pub media: MediaDirs,
+    /// The home's lock, when this made the home (an open holds it otherwise).
+    _lock: Option<File>,
+}
+
+impl NewKvdb {
+    /// Makes the media directories of a new KVDB in `home`, each of which must be missing or
+    /// empty.
+    fn prepare(
+        home: &Path,
+        capacity: PathBuf,
+        staging: Option<PathBuf>,
+        staging_bytes_max: u64,
+    ) -> Result<NewKvdb> {
+        let kvdb_id = random_id();
+        let mut stored = Vec::new();
+        for (class, dir) in [
+            (MediaClass::Capacity, Some(capacity)),
+            (MediaClass::Staging, staging),
+        ] {
+            let Some(dir) = dir else {
+                stored.push(None);
+                continue;
+            };
+            std::fs::create_dir_all(&dir)
+                .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
+            if let Some(stray) =
+                first_entry_but(&dir, &[crate::identity::FILE_NAME, LOCK_FILE_NAME])?
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "the {} directory {} for the new KVDB {} is not empty (it holds {stray}); \
+                     give an empty directory",
+                    class.name(),
+                    dir.display(),
+                    home.display()
+                )));
+            }
+            let (relative, owner_home) = place(home, &dir)?;
+            Identity {
+                kvdb_id,
+                class,
+                owner_home,
+            }
+            .store(&dir)?;
+            stored.push(Some(relative));
+        }
+        Ok(NewKvdb {
+            home: home.to_path_buf(),
+            kvdb_id,
+            media: MediaDirs {
+                capacity_dir: stored[0].clone().expect("capacity is always given"),
+                staging_dir: stored[1].clone(),
+                staging_bytes_max,
+            },
+            _lock: None,
+        })
+    }
+
+    /// A new KVDB in `home`, which must be missing or an empty directory (a backup's
+    /// destination), with its media directories inside it; the home is locked until finished.
+    pub fn in_empty_home(
+        home: &Path,
+        with_staging: bool,
+        staging_bytes_max: u64,
+    ) -> Result<NewKvdb> {
+        std::fs::create_dir_all(home)
+            .map_err(|error| Error::io(format!("create {}", home.display()), error))?;
+        if let Some(stray) = first_entry_but(home, &[])? {
             return Err(Error::InvalidArgument(format!(
-                "the {} directory {} for the new KVDB {} is not empty (it holds {stray}); \
-                 give an empty directory",
-                class.name(),
-                dir.display(),
+                "{} is not empty (it holds {stray}): a new KVDB is made only in a missing or \
+                 empty directory",
                 home.display()
             )));
         }
-        let (relative, owner_home) = place(home, &dir)?;
-        Identity {
-            kvdb_id,
-            class,
-            owner_home,
-        }
-        .store(&dir)?;
-        stored.push(Some(relative));
+        let lock = lock_dir(home, false)?;
+        let staging = with_staging.then(|| home.join(MediaClass::Staging.name()));
+        let new = NewKvdb::prepare(
+            home,
+            home.join(MediaClass::Capacity.name()),
+            staging,
+            staging_bytes_max,
+        )?;
+        Ok(NewKvdb { _lock: lock, ..new })
     }
-    let media = MediaDirs {
-        capacity_dir: stored[0].clone().expect("capacity is always given"),
-        staging_dir: stored[1].clone(),
-        staging_bytes_max: options.staging_bytes_max,
-    };
-    Manifest::create(home, KvdbState::new(kvdb_id, media), poison)
+
+    /// The media directory of `class`, absolute, if the KVDB has one.
+    pub fn dir(&self, class: MediaClass) -> Option<PathBuf> {
+        self.media
+            .classes(&self.home)
+            .into_iter()
+            .find(|(present, _)| *present == class)
+            .map(|(_, dir)| dir)
+    }
+
+    /// Where the new KVDB's index checkpoint goes.
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.media.checkpoint_dir(&self.home)
+    }
+
+    /// Writes the manifest holding `state` under this KVDB's id and media directories: from
+    /// now on the home is a KVDB.
+    pub fn finish(self, state: KvdbState, poison: Arc<Poison>) -> Result<Manifest> {
+        let state = KvdbState {
+            kvdb_id: self.kvdb_id,
+            media: self.media,
+            ..state
+        };
+        Manifest::create(&self.home, state, poison)
+    }
 }
 
 /// Whether `home` holds nothing but the remains of a creation that never wrote its manifest:

@@ -17,6 +17,7 @@ use crate::media::MediaClass;
 use crate::options::Options;
 use crate::poison::Poison;
 use checks::{changed_staging_budget, check_identity, check_requested_dirs};
+pub use create::NewKvdb;
 use create::{create, holds_only_an_unfinished_creation};
 use dirs::{canonical, lock_dir, place};
 use rebuild::{rebuild, repairable_identity};
@@ -47,6 +48,8 @@ pub struct Home {
     pub manifest: Arc<Manifest>,
     /// Every media directory with its class, capacity first.
     pub media: Vec<(MediaClass, PathBuf)>,
+    /// Where index checkpoints live: the fastest class present.
+    checkpoint_dir: PathBuf,
     pub report: HomeReport,
     /// Changes the open found due, made by `finish_open` once the KVDB opened: an open that
     /// fails writes nothing.
@@ -126,10 +129,10 @@ impl Home {
                 ))
             }
         };
-        let media = {
+        let (media, checkpoint_dir) = {
             let state = manifest.state();
             check_requested_dirs(path, options, &state.media)?;
-            state.media.classes(path)
+            (state.media.classes(path), state.media.checkpoint_dir(path))
         };
         let mut pending = Pending {
             media: changed_staging_budget(options, &manifest.state().media),
@@ -182,6 +185,7 @@ impl Home {
             path: path.to_path_buf(),
             manifest: Arc::new(manifest),
             media,
+            checkpoint_dir,
             report,
             pending,
             _locks: locks,
@@ -213,8 +217,7 @@ impl Home {
         self.media.get(1).map(|(_, dir)| dir.as_path())
     }
 
-    /// Where index checkpoints live: the fastest class present.
     pub fn checkpoint_dir(&self) -> &Path {
-        self.staging_dir().unwrap_or(self.capacity_dir())
+        &self.checkpoint_dir
     }
 }

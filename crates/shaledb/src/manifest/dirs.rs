@@ -29,4 +29,9 @@ impl MediaDirs {
         dirs.extend(self.staging(home).map(|dir| (MediaClass::Staging, dir)));
         dirs
     }
+
+    /// Where index checkpoints live: the fastest class present, made absolute against `home`.
+    pub fn checkpoint_dir(&self, home: &Path) -> PathBuf {
+        self.staging(home).unwrap_or_else(|| self.capacity(home))
+    }
 }

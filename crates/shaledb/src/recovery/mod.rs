@@ -104,9 +104,13 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
             kept.push(segment); // damaged: kept until its readable records are rescued
             continue;
         };
-        if entry.seal.is_none() {
+        if let Some(recorded) = entry.seal {
+            // Read back as sealed (or covered by the checkpoint): the cleaner may take it.
+            segment.seal(recorded);
+        } else {
             report.active_segments_sealed += 1;
-            if seal.record_count == 0 {
+            // Empty, it goes; a read-only open, which frees nothing, holds it sealed empty.
+            if seal.record_count == 0 && !input.read_only {
                 cleanup.push(Cleanup::FreeEmpty(
                     segment.id(),
                     segment.path().to_path_buf(),

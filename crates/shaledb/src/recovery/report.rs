@@ -55,6 +55,9 @@ pub struct RecoveryReport {
     pub torn_tail_details: Vec<String>,
     /// Files removed as leftovers of a crash: unrecorded header-only segments, freed segments.
     pub leftovers_removed: Vec<String>,
+    /// In a read-only open, which removes nothing: the leftovers of a crash the next writable
+    /// open removes.
+    pub leftovers_pending: Vec<String>,
     /// What a salvage found and did (`Options::salvage`); `None` in a normal open.
     pub salvage: Option<SalvageReport>,
 }

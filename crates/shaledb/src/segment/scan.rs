@@ -1,5 +1,6 @@
 //! The sequential record scanner that recovery, the cleaner and `check` share.
 
+use super::table::Seal;
 use crate::error::Result;
 use crate::limits::{PAGE_BYTES, RECORD_HEADER_BYTES};
 use crate::media::{round_down_to_page, round_up_to_page, AlignedBuf, ReadPurpose, SegmentFile};
@@ -26,6 +27,18 @@ pub struct ScanSummary {
     /// The segment ended inside a record, or in bytes that are no record, with nothing valid
     /// after them: a torn write at the tail, or damage there.
     pub torn_tail: bool,
+}
+
+impl ScanSummary {
+    /// Whether a scan from the first record read a segment back exactly as it was appended up
+    /// to `end` (nothing torn before it), and, given its `seal`, exactly as it was sealed.
+    pub fn reads_back(&self, end: u64, seal: Option<&Seal>) -> bool {
+        self.end_offset == end
+            && !self.torn_tail
+            && seal.is_none_or(|seal| {
+                (seal.record_count, seal.records_crc) == (self.records, self.records_crc)
+            })
+    }
 }
 
 /// Calls `visit(offset, record)` for every valid record of `file` from `from` up to `until`

@@ -59,7 +59,18 @@ impl Store {
             storage.clone(),
         ));
         let mut to_rescue = Vec::new();
-        if !options.read_only {
+        if options.read_only {
+            report.leftovers_pending = recovered
+                .cleanup
+                .iter()
+                .filter_map(|step| match step {
+                    Cleanup::RemoveUnrecorded(path) | Cleanup::FinishFree(_, Some(path)) => {
+                        Some(path.display().to_string())
+                    }
+                    _ => None,
+                })
+                .collect();
+        } else {
             to_rescue = finish_cleanup(&lifecycle, recovered.cleanup, &mut report)?;
         }
         // A salvage may have created KVSs whose records it found.
