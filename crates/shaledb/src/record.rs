@@ -106,6 +106,9 @@ pub enum DecodeError {
     Corrupt(&'static str),
 }
 
+/// Bytes of a record's own checksum, which leads it and covers the rest of it.
+pub const CRC_BYTES: usize = 4;
+
 pub fn encoded_len(key_len: usize, value_len: usize) -> usize {
     RECORD_HEADER_BYTES + key_len + value_len
 }
@@ -116,7 +119,7 @@ pub fn encode(out: &mut Vec<u8>, record: &RecordRef<'_>) {
     debug_assert!(record.value.len() <= VALUE_BYTES_MAX);
     debug_assert!(record.kind.has_value() || record.value.is_empty());
     let start = out.len();
-    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&[0; CRC_BYTES]);
     out.push(record.kind as u8);
     out.push(record.flags);
     out.extend_from_slice(&(record.key.len() as u16).to_le_bytes());
@@ -125,8 +128,8 @@ pub fn encode(out: &mut Vec<u8>, record: &RecordRef<'_>) {
     out.extend_from_slice(&record.seqno.to_le_bytes());
     out.extend_from_slice(record.key);
     out.extend_from_slice(record.value);
-    let crc = crc32c::crc32c(&out[start + 4..]);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c::crc32c(&out[start + CRC_BYTES..]);
+    out[start..start + CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Decodes the record at the start of `bytes`, validating lengths and the CRC.

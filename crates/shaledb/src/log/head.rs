@@ -10,6 +10,7 @@
 //! buffer. A segment that fills is sealed (flushed and synced) and a new one started.
 
 use super::lifecycle::Lifecycle;
+use super::seals::SealQueue;
 use crate::error::{ErrorKind, Result};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::media::{round_down_to_page, AlignedBuf, MediaClass, MediaCounters};
@@ -79,6 +80,8 @@ pub struct LogHead {
     kick_lock: Mutex<bool>,
     /// Bytes of the active segment known to be on the file (a lock-free hint for readers).
     written_end: AtomicU64,
+    /// Full segments whose seals are not recorded yet.
+    seals: SealQueue,
 }
 
 impl LogHead {
@@ -111,6 +114,7 @@ impl LogHead {
             kick: Condvar::new(),
             kick_lock: Mutex::new(false),
             written_end: AtomicU64::new(SEGMENT_HEADER_BYTES),
+            seals: SealQueue::default(),
         })
     }
 
@@ -409,6 +413,7 @@ impl LogHead {
     /// Tells the manifest how far the active segment is durable, if further than it knows, so
     /// that after a crash only what follows may be taken for a torn write.
     pub fn record_durable_point(&self) -> Result<()> {
+        self.seals.record(&self.config.lifecycle)?;
         let (segment, synced_end) = {
             let state = self.state.lock();
             if state.synced_end <= state.recorded_durable_end {
@@ -455,6 +460,7 @@ impl LogHead {
             self.changed.wait(&mut state);
         }
         self.flush_locked(&mut state, true)?;
+        self.seals.record(&self.config.lifecycle)?;
         if state.records > 0 {
             self.seal_locked(&mut state)?;
         } else {
@@ -466,7 +472,8 @@ impl LogHead {
         Ok(())
     }
 
-    /// Seals the active segment (flushed and synced) and starts a new one.
+    /// Seals the active segment (flushed and synced) and starts a new one; the seal is queued
+    /// and recorded once appends go on (see `seals.rs`).
     fn roll(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
         state.rolling = true;
         let result = (|| {
@@ -479,8 +486,13 @@ impl LogHead {
                 Some(prepared) => prepared,
                 None => create_segment(&self.config)?,
             };
-            self.seal_locked(state)?;
-            state.segment = next;
+            let seal = Seal {
+                end_bytes: state.end,
+                record_count: state.records,
+                records_crc: state.records_crc,
+            };
+            self.seals
+                .push(std::mem::replace(&mut state.segment, next), seal);
             state.records = 0;
             state.records_crc = 0;
             state.synced_end = SEGMENT_HEADER_BYTES;
@@ -494,7 +506,8 @@ impl LogHead {
         })();
         state.rolling = false;
         self.changed.notify_all();
-        result
+        result?;
+        MutexGuard::unlocked(state, || self.seals.record(&self.config.lifecycle))
     }
 }
 
@@ -548,7 +561,7 @@ impl Appender<'_> {
         let state = &mut *self.state;
         let offset = state.end;
         state.records += 1;
-        state.records_crc = crc32c::crc32c_append(state.records_crc, encoded);
+        state.records_crc = Seal::chain(state.records_crc, encoded);
         state.tail.extend_from_slice(encoded);
         state.end += encoded.len() as u64;
         state.appended_lsn += encoded.len() as u64;

@@ -7,6 +7,7 @@
 mod head;
 mod heads;
 mod lifecycle;
+mod seals;
 
 pub use head::LogHead;
 pub use heads::{Heads, HeadsConfig};

@@ -3,7 +3,8 @@
 //! log of edits, like RocksDB's MANIFEST.
 //!
 //! ```text
-//! "SHALEMF1"  u32 format version (1)
+//! "SHALEMF1"  u32 format version (2; 1 was a development format whose seals hashed every
+//!             record byte)
 //! then records: u32 payload_len, u32 crc, payload = one edit (see `edit.rs`); the crc32c covers
 //! the record's own file offset (u64), its length and its payload, so a record is valid only
 //! where it was written
@@ -41,7 +42,7 @@ use std::sync::Arc;
 
 pub const FILE_NAME: &str = "MANIFEST";
 const MAGIC: &[u8; 8] = b"SHALEMF1";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 const HEADER_BYTES: usize = 12;
 /// Bytes before each edit: its length and its crc32c.
 const RECORD_HEADER_BYTES: usize = 8;
@@ -334,7 +335,10 @@ fn check_header(bytes: &[u8], path: &Path) -> Result<()> {
         return Err(Error::corruption(
             path,
             8,
-            format!("unsupported manifest format version {version}"),
+            format!(
+                "unsupported manifest format version {version} (this ShaleDB reads version \
+                 {FORMAT_VERSION})"
+            ),
         ));
     }
     Ok(())

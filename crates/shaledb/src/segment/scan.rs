@@ -14,8 +14,8 @@ const SCAN_CHUNK_BYTES: usize = 4 << 20;
 pub struct ScanSummary {
     /// Offset just past the last valid record.
     pub end_offset: u64,
-    /// Valid records visited, and the crc32c of their bytes in order (a seal, when the scan
-    /// started at the first record).
+    /// Valid records visited, and their checksums chained as a seal's are (`Seal::chain`; a
+    /// seal, when the scan started at the first record).
     pub records: u64,
     pub records_crc: u32,
     /// Offsets where bytes failed validation, with the reason. The scanner skips ahead to the
@@ -95,8 +95,7 @@ pub fn scan_records(
                 visit(offset, &record)?;
                 let len = record.encoded_len();
                 summary.records += 1;
-                summary.records_crc =
-                    crc32c::crc32c_append(summary.records_crc, &buf.as_slice()[at..at + len]);
+                summary.records_crc = Seal::chain(summary.records_crc, &buf.as_slice()[at..]);
                 offset += len as u64;
                 summary.end_offset = offset;
             }
