@@ -582,3 +582,46 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
         acknowledged.len()
     );
 }
+
+#[test]
+fn a_damaged_record_is_an_error_reply_never_a_nil() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let server = Server::start(&db, &[]);
+    let mut client = server.connect();
+    assert_eq!(
+        client.call(&["SET", "damaged", "value-to-damage-0123456789"]),
+        ok()
+    );
+    assert_eq!(client.call(&["SET", "intact", "value-kept"]), ok());
+    drop(client);
+    server.signal("TERM");
+    assert!(server.wait().success());
+    let segment = std::fs::read_dir(db.join("capacity"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| {
+            std::fs::read(path)
+                .unwrap()
+                .windows(15)
+                .any(|window| window == b"value-to-damage")
+        })
+        .expect("the value is in a segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let at = bytes
+        .windows(15)
+        .position(|window| window == b"value-to-damage")
+        .unwrap();
+    bytes[at + 3] ^= 0x01;
+    std::fs::write(&segment, bytes).unwrap();
+    let restarted = Server::start(&db, &[]);
+    let mut client = restarted.connect();
+    match client.call(&["GET", "damaged"]) {
+        Value::Error(message) => assert!(
+            message.contains("corrupt") && message.contains("seg-"),
+            "{message}"
+        ),
+        other => panic!("a damaged record answered {other:?}"),
+    }
+    assert_eq!(client.call(&["GET", "intact"]), bulk("value-kept"));
+}
