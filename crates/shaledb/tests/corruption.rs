@@ -4,10 +4,11 @@
 
 mod common;
 
+use common::files::{capacity_segments, snapshot_files};
 use common::small_options;
 use shaledb::{Db, ErrorKind};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn write_data(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let db = Db::open(dir, small_options()).unwrap();
@@ -26,16 +27,6 @@ fn write_data(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     }
     db.close().unwrap();
     model
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("capacity"))
-        .unwrap()
-        .map(|item| item.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
-        .collect();
-    paths.sort();
-    paths
 }
 
 /// Every key either reads back exactly as written, is absent, or fails with Corruption.
@@ -81,7 +72,7 @@ fn flip_byte(path: &Path, offset: u64) {
 fn flipped_byte_in_a_segment_is_reported_never_returned() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path());
-    let victim = segments(dir.path())[0].clone();
+    let victim = capacity_segments(dir.path())[0].clone();
     flip_byte(&victim, 100_000);
     let db = Db::open(dir.path(), small_options()).unwrap();
     let (exact, _, corrupt) = audit(&db, &model);
@@ -96,23 +87,6 @@ fn flipped_byte_in_a_segment_is_reported_never_returned() {
             .any(|line| line.contains(victim.to_str().unwrap())),
         "{report:?}"
     );
-}
-
-/// Every file below `dir`, with its bytes.
-fn snapshot_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for item in std::fs::read_dir(&dir).unwrap() {
-            let path = item.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
 }
 
 /// Opening fails with a corruption naming `file`, and the failed open changed no file.
@@ -135,7 +109,7 @@ fn flipped_byte_in_a_replayed_segment_fails_the_open_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     write_data(dir.path());
     std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
-    let victim = segments(dir.path())[0].clone();
+    let victim = capacity_segments(dir.path())[0].clone();
     flip_byte(&victim, 100_000);
     open_fails_naming(dir.path(), &victim);
     // Still detected at the next open: the failed one wrote no checkpoint without the record.
@@ -146,7 +120,7 @@ fn flipped_byte_in_a_replayed_segment_fails_the_open_and_changes_nothing() {
 fn truncated_sealed_segment_fails_the_open() {
     let dir = tempfile::tempdir().unwrap();
     write_data(dir.path());
-    let victim = segments(dir.path())[0].clone();
+    let victim = capacity_segments(dir.path())[0].clone();
     let len = std::fs::metadata(&victim).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)
@@ -223,7 +197,7 @@ fn a_batch_cut_by_a_torn_tail_is_dropped_whole() {
     common::run_child_until_it_crashes("torn_batch_child", TORN_BATCH_CHILD_ENV, dir.path());
     // The crash left the batch, never made durable, in an active segment; cut its end as a
     // torn write would.
-    let segment = segments(dir.path())
+    let segment = capacity_segments(dir.path())
         .into_iter()
         .max_by_key(|path| std::fs::metadata(path).unwrap().len())
         .unwrap();

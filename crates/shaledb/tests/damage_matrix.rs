@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::files::snapshot_files;
 use common::small_options;
 use shaledb::{Db, ErrorKind};
 use std::collections::BTreeMap;
@@ -143,24 +144,8 @@ fn apply(path: &Path, damage: Damage) -> bool {
     true
 }
 
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for item in std::fs::read_dir(&dir).unwrap() {
-            let path = item.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
-
 fn copy_dir(from: &Path, to: &Path) {
-    for (path, bytes) in files(from) {
+    for (path, bytes) in snapshot_files(from) {
         let target = to.join(path.strip_prefix(from).unwrap());
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::write(target, bytes).unwrap();
@@ -230,7 +215,7 @@ fn run_case(
     if !apply(&target, damage) {
         return None;
     }
-    let before = files(&home);
+    let before = snapshot_files(&home);
     let db = match Db::open(&home, small_options()) {
         Err(error) => {
             let named = error
@@ -241,7 +226,7 @@ fn run_case(
                     .contains(&target.parent().unwrap().to_string_lossy().to_string());
             return Some(if !named {
                 Err(format!("refused without naming the file: {error}"))
-            } else if files(&home) != before {
+            } else if snapshot_files(&home) != before {
                 Err(format!("a failed open wrote something ({error})"))
             } else {
                 Ok(Outcome::RefusedAtOpen)
@@ -316,7 +301,7 @@ fn every_damage_to_every_file_is_detected_or_harmless() {
         if state == "without checkpoint" {
             std::fs::remove_file(built.path().join("capacity/checkpoint.ckpt")).unwrap();
         }
-        let names: Vec<PathBuf> = files(built.path())
+        let names: Vec<PathBuf> = snapshot_files(built.path())
             .into_keys()
             .map(|path| path.strip_prefix(built.path()).unwrap().to_path_buf())
             .collect();

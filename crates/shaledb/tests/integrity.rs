@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::files::{capacity_segments, snapshot_files, write_at};
 use common::small_options;
 use shaledb::{Db, ErrorKind, Options};
 use std::collections::BTreeMap;
@@ -46,52 +47,20 @@ fn assert_exact(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     assert!(found == *model, "the contents differ from what was written");
 }
 
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|item| item.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
-        .collect();
-    paths.sort();
-    paths
-}
-
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for item in std::fs::read_dir(&dir).unwrap() {
-            let path = item.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
-
 /// The open fails with `kind`, its message names `what`, and nothing was written.
 fn open_fails(dir: &Path, options: Options, kind: ErrorKind, what: &str) {
-    let before = files(dir);
+    let before = snapshot_files(dir);
     let error = Db::open(dir, options).err().expect("the open must fail");
     assert_eq!(error.kind(), kind, "{error}");
     assert!(
         error.to_string().contains(what),
         "{error} does not name {what}"
     );
-    assert_eq!(files(dir), before, "a failed open wrote something");
+    assert_eq!(snapshot_files(dir), before, "a failed open wrote something");
 }
 
 fn remove_checkpoint(dir: &Path) {
     std::fs::remove_file(dir.join("capacity/checkpoint.ckpt")).unwrap();
-}
-
-fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    file.write_all_at(bytes, offset).unwrap();
 }
 
 /// Where the last record whose key is `key` starts in `path`.
@@ -212,7 +181,7 @@ fn a_zeroed_page_where_records_begin_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     write_data(dir.path(), small_options());
     remove_checkpoint(dir.path());
-    let victim = segments(&dir.path().join("capacity"))[0].clone();
+    let victim = capacity_segments(dir.path())[0].clone();
     // The first record starts at the first page after the header.
     write_at(&victim, 4096, &[0u8; 4096]);
     open_fails(
@@ -234,7 +203,7 @@ fn a_damaged_tombstone_is_corruption_not_a_resurrection() {
         let dir = tempfile::tempdir().unwrap();
         write_data(dir.path(), small_options());
         remove_checkpoint(dir.path());
-        let victim = segments(&dir.path().join("capacity"))
+        let victim = capacity_segments(dir.path())
             .into_iter()
             .rev()
             .find(|path| {
@@ -245,12 +214,12 @@ fn a_damaged_tombstone_is_corruption_not_a_resurrection() {
         let record = last_record_of(&victim, key);
         write_at(&victim, record + 8, &[0xee]); // its KVS id
         let path = victim.to_str().unwrap();
-        let before = files(dir.path());
+        let before = snapshot_files(dir.path());
         let error = Db::open(dir.path(), small_options()).err().expect(kind);
         assert_eq!(error.kind(), ErrorKind::Corruption, "{kind}: {error}");
         assert!(error.to_string().contains(path), "{kind}: {error}");
         assert_eq!(
-            files(dir.path()),
+            snapshot_files(dir.path()),
             before,
             "{kind}: a failed open wrote something"
         );
@@ -286,15 +255,15 @@ fn damage_to_a_sealed_segment_is_never_taken_for_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         write_data(dir.path(), small_options());
         remove_checkpoint(dir.path());
-        let victim = segments(&dir.path().join("capacity"))[0].clone();
+        let victim = capacity_segments(dir.path())[0].clone();
         damage(&victim);
-        let before = files(dir.path());
+        let before = snapshot_files(dir.path());
         let error = Db::open(dir.path(), small_options()).err().expect(what);
         assert_eq!(error.kind(), ErrorKind::Corruption, "{what}: {error}");
         let named = victim.file_name().unwrap().to_str().unwrap();
         assert!(error.to_string().contains(named), "{what}: {error}");
         assert_eq!(
-            files(dir.path()),
+            snapshot_files(dir.path()),
             before,
             "{what}: a failed open wrote something"
         );
@@ -328,7 +297,7 @@ fn an_empty_staging_directory_is_refused() {
 fn a_read_only_open_reads_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path(), small_options());
-    let before = files(dir.path());
+    let before = snapshot_files(dir.path());
     {
         let options = Options {
             read_only: true,
@@ -348,7 +317,7 @@ fn a_read_only_open_reads_and_writes_nothing() {
         db.close().unwrap();
     }
     assert_eq!(
-        files(dir.path()),
+        snapshot_files(dir.path()),
         before,
         "a read-only open wrote something"
     );
@@ -411,7 +380,7 @@ fn a_kvdb_from_before_the_manifest_is_upgraded_with_all_its_data() {
 fn a_damaged_record_is_corruption_on_read_and_stops_all_cleaning() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path(), small_options());
-    let victim = segments(&dir.path().join("capacity"))[0].clone();
+    let victim = capacity_segments(dir.path())[0].clone();
     let key = model.keys().next().unwrap().clone();
     let record = last_record_of(&victim, &key);
     write_at(&victim, record + 30, &[0xee]); // a byte of its key
@@ -423,7 +392,7 @@ fn a_damaged_record_is_corruption_on_read_and_stops_all_cleaning() {
         error.to_string().contains(victim.to_str().unwrap()),
         "{error}"
     );
-    let segments_before = segments(&dir.path().join("capacity"));
+    let segments_before = capacity_segments(dir.path());
     let refused = db.compact().unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::Corruption, "{refused}");
     std::thread::sleep(std::time::Duration::from_millis(300)); // a few cleaner rounds

@@ -8,10 +8,11 @@
 
 mod common;
 
+use common::files::{capacity_segments, write_at};
 use common::small_options;
 use shaledb::{Db, ErrorKind, Options, SalvageReport};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -33,22 +34,6 @@ fn write_data(dir: &Path) -> Model {
     }
     db.close().unwrap();
     model
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("capacity"))
-        .unwrap()
-        .map(|item| item.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
-        .collect();
-    paths.sort();
-    paths
-}
-
-fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    file.write_all_at(bytes, offset).unwrap();
 }
 
 fn salvage_options() -> Options {
@@ -134,7 +119,7 @@ fn a_damaged_record_in_a_replayed_segment_is_salvaged_and_its_region_reported() 
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path());
     std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
-    let victim = segments(dir.path())[0].clone();
+    let victim = capacity_segments(dir.path())[0].clone();
     write_at(&victim, 4096 + 24 + 9 + 200, &[0xee]); // inside the first record's value
     let (report, read) = salvage(dir.path(), &model);
     assert_eq!(report.unreadable_regions.len(), 1, "{report:#?}");
@@ -164,7 +149,7 @@ fn a_lost_tombstone_brings_its_key_back_and_the_report_says_so() {
     let model = write_data(dir.path());
     std::fs::remove_file(dir.path().join("capacity/checkpoint.ckpt")).unwrap();
     let key = b"key00005"; // deleted
-    let victim = segments(dir.path())
+    let victim = capacity_segments(dir.path())
         .into_iter()
         .rev()
         .find(|path| {
@@ -197,7 +182,7 @@ fn a_lost_tombstone_brings_its_key_back_and_the_report_says_so() {
 fn a_damaged_segment_header_loses_that_segment_only_and_names_its_keys() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path());
-    let victim = segments(dir.path())[1].clone();
+    let victim = capacity_segments(dir.path())[1].clone();
     write_at(&victim, 20, &[0xff, 0xff]);
     let (report, read) = salvage(dir.path(), &model);
     assert!(report
@@ -212,7 +197,7 @@ fn a_damaged_segment_header_loses_that_segment_only_and_names_its_keys() {
 fn a_missing_segment_loses_that_segment_only_and_names_its_keys() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path());
-    std::fs::remove_file(&segments(dir.path())[0]).unwrap();
+    std::fs::remove_file(&capacity_segments(dir.path())[0]).unwrap();
     let (report, read) = salvage(dir.path(), &model);
     assert!(!report.lost_keys.is_empty(), "{report:#?}");
     assert_only_reported_keys_differ(&model, &read, &report);
@@ -223,7 +208,7 @@ fn a_stray_segment_file_is_set_aside_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let model = write_data(dir.path());
     let stray = dir.path().join("capacity/seg-0000009999.log");
-    let source = segments(dir.path()).last().unwrap().clone();
+    let source = capacity_segments(dir.path()).last().unwrap().clone();
     assert!(!stray.exists());
     std::fs::copy(source, &stray).unwrap();
     let (report, read) = salvage(dir.path(), &model);

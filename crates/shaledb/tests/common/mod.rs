@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod faults;
+pub mod files;
 
 use shaledb::{Durability, Options};
 
