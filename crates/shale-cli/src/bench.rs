@@ -370,16 +370,15 @@ fn common_params(cli: &Cli, args: &CommonArgs) -> CommonParams {
 fn summarize(report: &SuiteReport, out: &std::path::Path) {
     for ((workload, threads), runs) in shaledb_bench::report::groups(report) {
         let mut line = format!("{workload:<22} {threads:>3} threads:");
-        let mut names: Vec<&str> = runs.iter().map(|run| run.engine.as_str()).collect();
-        names.dedup();
+        let names = shaledb_bench::report::engines_in(runs.iter().copied());
         for name in &names {
             if let Some(run) = shaledb_bench::report::median_run(&runs, name) {
                 line.push_str(&format!("  {name} {:.0} ops/s", run.ops_per_sec));
             }
-            if *name != shaledb_bench::report::SUBJECT {
-                if let Some((_, ratio)) = shaledb_bench::report::paired_ratios(&runs, name) {
-                    line.push_str(&format!(" (shaledb/{name} {ratio:.2}x)"));
-                }
+        }
+        for (label, peers) in shaledb_bench::report::comparisons(&names) {
+            if let Some((_, ratio)) = shaledb_bench::report::paired_ratios(&runs, &peers) {
+                line.push_str(&format!(" (shaledb/{label} {ratio:.2}x)"));
             }
         }
         println!("{line}");

@@ -114,6 +114,10 @@ impl LatencySummary {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcessCounters {
     /// Bytes this process caused to be read from / sent to the block layer (`/proc/self/io`).
+    /// Written bytes are net of `cancelled_write_bytes`: page-cache data the process wrote and
+    /// then truncated or deleted before writeback never reached the device (RocksDB's deleted
+    /// WAL and compaction inputs, for instance), so counting it would overstate that engine's
+    /// write amplification.
     pub device_bytes_read: u64,
     pub device_bytes_written: u64,
     pub cpu_seconds: f64,
@@ -121,16 +125,12 @@ pub struct ProcessCounters {
 
 impl ProcessCounters {
     pub fn now() -> Self {
-        let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-        let field = |name: &str| {
-            io.lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.trim().parse::<u64>().ok())
-                .unwrap_or(0)
-        };
+        let io = std::fs::read_to_string("/proc/self/io")
+            .expect("the harness measures device bytes from /proc/self/io (Linux)");
+        let (device_bytes_read, device_bytes_written) = device_bytes(&io);
         ProcessCounters {
-            device_bytes_read: field("read_bytes:"),
-            device_bytes_written: field("write_bytes:"),
+            device_bytes_read,
+            device_bytes_written,
             cpu_seconds: cpu_seconds(),
         }
     }
@@ -146,6 +146,19 @@ impl ProcessCounters {
             cpu_seconds: self.cpu_seconds - earlier.cpu_seconds,
         }
     }
+}
+
+/// Bytes read from and written to the block layer according to `/proc/self/io`'s text: reads
+/// are `read_bytes`, writes `write_bytes` less `cancelled_write_bytes`.
+fn device_bytes(io: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("/proc/self/io has no {name} field"))
+    };
+    let written = field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"));
+    (field("read_bytes:"), written)
 }
 
 fn cpu_seconds() -> f64 {
@@ -380,6 +393,14 @@ where
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn device_writes_are_net_of_cancelled_writes() {
+        let io = "rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\n\
+                  write_bytes: 1048576\ncancelled_write_bytes: 65536\n";
+        assert_eq!(device_bytes(io), (4096, 1048576 - 65536));
+    }
+
     use super::*;
 
     #[test]

@@ -50,17 +50,43 @@ pub fn median_run<'a>(runs: &[&'a RunResult], engine: &str) -> Option<&'a RunRes
     mine.get(mine.len() / 2).copied()
 }
 
-/// Paired throughput ratios of [`SUBJECT`] over `peer`, one per round, and their median.
-pub fn paired_ratios(runs: &[&RunResult], peer: &str) -> Option<(Vec<f64>, f64)> {
+/// What ShaleDB is compared with: each peer engine alone, and for an engine run in several
+/// configurations (`rocksdb`, `rocksdb-tuned`: the part of the name before `-`), the better of
+/// them round by round, which is the ratio that counts.
+pub fn comparisons(engines: &[String]) -> Vec<(String, Vec<String>)> {
+    let peers: Vec<&String> = engines.iter().filter(|name| *name != SUBJECT).collect();
+    let family = |name: &str| name.split('-').next().unwrap_or(name).to_owned();
+    let mut out: Vec<(String, Vec<String>)> = peers
+        .iter()
+        .map(|peer| (peer.to_string(), vec![peer.to_string()]))
+        .collect();
+    let mut families: Vec<String> = peers.iter().map(|peer| family(peer)).collect();
+    families.dedup();
+    for name in families {
+        let members: Vec<String> = peers
+            .iter()
+            .filter(|peer| family(peer) == name)
+            .map(|peer| peer.to_string())
+            .collect();
+        if members.len() > 1 {
+            out.push((format!("best {name}"), members));
+        }
+    }
+    out
+}
+
+/// Paired throughput ratios of [`SUBJECT`] over the best of `peers` in the same round, one per
+/// round, and their median.
+pub fn paired_ratios(runs: &[&RunResult], peers: &[String]) -> Option<(Vec<f64>, f64)> {
     let mut ratios = Vec::new();
     for run in runs.iter().filter(|run| run.engine == SUBJECT) {
-        if let Some(other) = runs
+        let best = runs
             .iter()
-            .find(|other| other.engine == peer && other.round == run.round)
-        {
-            if other.ops_per_sec > 0.0 {
-                ratios.push(run.ops_per_sec / other.ops_per_sec);
-            }
+            .filter(|other| peers.contains(&other.engine) && other.round == run.round)
+            .map(|other| other.ops_per_sec)
+            .fold(0.0, f64::max);
+        if best > 0.0 {
+            ratios.push(run.ops_per_sec / best);
         }
     }
     if ratios.is_empty() {
@@ -70,9 +96,10 @@ pub fn paired_ratios(runs: &[&RunResult], peer: &str) -> Option<(Vec<f64>, f64)>
     Some((ratios, middle))
 }
 
-fn engines_in(report: &SuiteReport) -> Vec<String> {
+/// The engines of `runs`, in the order they first ran.
+pub fn engines_in<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> Vec<String> {
     let mut engines: Vec<String> = Vec::new();
-    for run in &report.runs {
+    for run in runs {
         if !engines.contains(&run.engine) {
             engines.push(run.engine.clone());
         }
@@ -87,7 +114,7 @@ fn mib(bytes: f64) -> f64 {
 pub fn markdown(report: &SuiteReport, command: &str) -> String {
     let mut out = String::new();
     let params = &report.params;
-    let engines = engines_in(report);
+    let engines = engines_in(&report.runs);
     let _ = writeln!(
         out,
         "# ShaleDB benchmark report: {} suite\n",
@@ -165,27 +192,25 @@ pub fn markdown(report: &SuiteReport, command: &str) -> String {
             let _ = writeln!(out, " {:.0} | {} |", median(&mut values), probes.join(", "));
         }
     }
-    let peers: Vec<&String> = engines
-        .iter()
-        .filter(|engine| engine.as_str() != SUBJECT)
-        .collect();
-    if engines.iter().any(|engine| engine == SUBJECT) && !peers.is_empty() {
+    let comparisons = comparisons(&engines);
+    if engines.iter().any(|engine| engine == SUBJECT) && !comparisons.is_empty() {
         let _ = writeln!(
             out,
-            "\n## Paired ratios (ShaleDB ops/s / peer ops/s, per round, and their median)\n"
+            "\n## Paired ratios (ShaleDB ops/s / peer ops/s, per round, and their median; \
+             \"best X\" is the better configuration of X in each round, the ratio that counts)\n"
         );
         let _ = writeln!(
             out,
             "| workload | threads | peer | per round | median |\n|---|---|---|---|---|"
         );
         for ((workload, threads), runs) in &groups {
-            for peer in &peers {
-                if let Some((ratios, middle)) = paired_ratios(runs, peer) {
+            for (label, peers) in &comparisons {
+                if let Some((ratios, middle)) = paired_ratios(runs, peers) {
                     let each: Vec<String> =
                         ratios.iter().map(|ratio| format!("{ratio:.2}")).collect();
                     let _ = writeln!(
                         out,
-                        "| {workload} | {threads} | {peer} | {} | **{middle:.2}x** |",
+                        "| {workload} | {threads} | {label} | {} | **{middle:.2}x** |",
                         each.join(", ")
                     );
                 }
@@ -214,7 +239,7 @@ pub fn markdown(report: &SuiteReport, command: &str) -> String {
     let _ = writeln!(out, "\n## Efficiency (median-throughput round)\n");
     let _ = writeln!(
         out,
-        "Device bytes come from /proc/self/io for the whole process during the run, the same way for every engine.\n\n\
+        "Device bytes come from /proc/self/io for the whole process during the run, the same way for every engine; bytes written are `write_bytes` less `cancelled_write_bytes` (page-cache data deleted before it reached the device).\n\n\
          | workload | threads | engine | device bytes written / user byte | device bytes written / op | device bytes read / op | CPU s / 1000 ops | peak RSS MiB | disk bytes / live byte |\n|---|---|---|---|---|---|---|---|---|"
     );
     for ((workload, threads), runs) in &groups {
@@ -291,4 +316,67 @@ pub fn ycsb_text(run: &RunResult) -> String {
         let _ = writeln!(out, "[{operation}], Return=OK, {}", latency.count);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(engine: &str, round: usize, ops_per_sec: f64) -> RunResult {
+        RunResult {
+            engine: engine.into(),
+            suite: "ycsb".into(),
+            workload: "a".into(),
+            threads: 4,
+            round,
+            operations: 1000,
+            elapsed_secs: 1.0,
+            ops_per_sec,
+            latency_us: BTreeMap::new(),
+            device_bytes_written: 0,
+            device_bytes_read: 0,
+            user_bytes_written: 0,
+            cpu_seconds: 0.0,
+            cpu_seconds_per_1000_ops: 0.0,
+            peak_rss_bytes: 0,
+            disk_bytes: 0,
+            live_bytes: 0,
+            cache_bytes: 0,
+            timeline: Vec::new(),
+            device_probe_iops_before: None,
+            device_probe_iops_after: None,
+            engine_stats: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn ratios_count_against_the_better_configuration_of_a_peer_in_each_round() {
+        let runs = [
+            run("shaledb", 1, 300.0),
+            run("rocksdb", 1, 100.0),
+            run("rocksdb-tuned", 1, 150.0),
+            run("lmdb", 1, 60.0),
+            run("shaledb", 2, 200.0),
+            run("rocksdb", 2, 100.0),
+            run("rocksdb-tuned", 2, 80.0),
+            run("lmdb", 2, 50.0),
+        ];
+        let engines = engines_in(&runs);
+        assert_eq!(engines, ["shaledb", "rocksdb", "rocksdb-tuned", "lmdb"]);
+        let comparisons = comparisons(&engines);
+        let labels: Vec<&str> = comparisons
+            .iter()
+            .map(|(label, _)| label.as_str())
+            .collect();
+        assert_eq!(labels, ["rocksdb", "rocksdb-tuned", "lmdb", "best rocksdb"]);
+        let refs: Vec<&RunResult> = runs.iter().collect();
+        let (best, _) = comparisons.last().unwrap();
+        assert_eq!(best, "best rocksdb");
+        let (ratios, median) = paired_ratios(&refs, &comparisons[3].1).unwrap();
+        assert_eq!(ratios, [2.0, 2.0]);
+        assert_eq!(median, 2.0);
+        let (ratios, _) = paired_ratios(&refs, &["rocksdb".to_owned()]).unwrap();
+        assert_eq!(ratios, [3.0, 2.0]);
+        assert!(paired_ratios(&refs, &["fjall".to_owned()]).is_none());
+    }
 }

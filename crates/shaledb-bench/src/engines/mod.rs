@@ -17,6 +17,8 @@ pub const ENGINES: &[EngineSpec] = &[
     self::shaledb::SPEC,
     #[cfg(feature = "rocksdb")]
     self::rocksdb::SPEC,
+    #[cfg(feature = "rocksdb")]
+    self::rocksdb::TUNED_SPEC,
     #[cfg(feature = "lmdb")]
     self::lmdb::SPEC,
     #[cfg(feature = "fjall")]
@@ -28,8 +30,9 @@ pub fn find(name: &str) -> Result<&'static EngineSpec> {
     ENGINES.iter().find(|spec| spec.name == name).ok_or_else(|| {
         let known: Vec<&str> = ENGINES.iter().map(|spec| spec.name).collect();
         anyhow::anyhow!(
-            "engine {name:?} is not compiled in (this build has: {}); peers need `cargo build --release --features {name}`",
-            known.join(", ")
+            "engine {name:?} is not compiled in (this build has: {}); peers need `cargo build --release --features {}`",
+            known.join(", "),
+            name.split('-').next().unwrap_or(name)
         )
     })
 }
