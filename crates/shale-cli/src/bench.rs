@@ -100,6 +100,11 @@ pub struct CommonArgs {
     /// Concurrent reads of the device probe.
     #[arg(long, default_value_t = 32)]
     probe_threads: usize,
+    /// Equal memory: after the load, read the data for this many seconds with each engine and
+    /// give each peer the cache that makes its engine RSS (peak RSS less the RSS before it
+    /// opened; index, filters and buffers included) equal ShaleDB's with --cache-mb (ycsb only).
+    #[arg(long, default_value_t = 0.0)]
+    equal_rss_secs: f64,
 }
 
 #[derive(clap::Args)]
@@ -361,6 +366,7 @@ fn common_params(cli: &Cli, args: &CommonArgs) -> CommonParams {
         data_dir: args.data_dir.clone(),
         out_dir: args.out.clone(),
         rounds: args.rounds,
+        equal_rss_secs: args.equal_rss_secs,
         probe_secs: args.probe_secs,
         probe_threads: args.probe_threads,
     }

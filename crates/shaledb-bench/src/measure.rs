@@ -173,6 +173,18 @@ fn cpu_seconds() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
+/// Returns memory the allocator holds but nothing uses to the kernel, so that the RSS before an
+/// engine opens is the harness's own and what an engine closed before left behind does not count
+/// for (or hide the growth of) the next one: all engines run in this one process.
+pub fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free memory of glibc's arenas to the kernel; it touches
+    // no memory in use and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Resident set size of this process, in bytes.
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")

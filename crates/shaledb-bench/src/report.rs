@@ -155,6 +155,35 @@ pub fn markdown(report: &SuiteReport, command: &str) -> String {
             );
         }
     }
+    if let Some(calibrations) = params["equal_rss"].as_array() {
+        let _ = writeln!(
+            out,
+            "\n## Equal memory\n\nAfter the load, each engine read the data for {} s; each peer's cache was \
+             then set so that its engine RSS equals ShaleDB's (cache -> engine RSS at each step):\n",
+            params["common"]["equal_rss_secs"]
+        );
+        for calibration in calibrations {
+            let steps: Vec<String> = calibration["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|step| {
+                    format!(
+                        "{:.0} MiB -> {:.0} MiB",
+                        mib(step[0].as_f64().unwrap_or(0.0)),
+                        mib(step[1].as_f64().unwrap_or(0.0))
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "- **{}**: cache {:.0} MiB ({})",
+                calibration["engine"].as_str().unwrap_or("?"),
+                mib(calibration["cache_bytes"].as_f64().unwrap_or(0.0)),
+                steps.join(", ")
+            );
+        }
+    }
     let groups = groups(report);
     let _ = writeln!(out, "\n## Throughput (ops/s)\n");
     let rounds = report.runs.iter().map(|run| run.round).max().unwrap_or(1);
@@ -240,7 +269,9 @@ pub fn markdown(report: &SuiteReport, command: &str) -> String {
     let _ = writeln!(
         out,
         "Device bytes come from /proc/self/io for the whole process during the run, the same way for every engine; bytes written are `write_bytes` less `cancelled_write_bytes` (page-cache data deleted before it reached the device).\n\n\
-         | workload | threads | engine | device bytes written / user byte | device bytes written / op | device bytes read / op | CPU s / 1000 ops | peak RSS MiB | disk bytes / live byte |\n|---|---|---|---|---|---|---|---|---|"
+         Engine RSS is the process's peak RSS during the run less its RSS just before the engine opened \
+         (memory freed by earlier runs returned to the kernel first): the engine's index, caches and buffers.\n\n\
+         | workload | threads | engine | device bytes written / user byte | device bytes written / op | device bytes read / op | CPU s / 1000 ops | cache MiB | engine RSS MiB | peak RSS MiB | disk bytes / live byte |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for ((workload, threads), runs) in &groups {
         for engine in &engines {
@@ -258,10 +289,12 @@ pub fn markdown(report: &SuiteReport, command: &str) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {workload} | {threads} | {engine} | {write_amplification} | {:.0} | {:.0} | {:.4} | {:.0} | {:.2} |",
+                "| {workload} | {threads} | {engine} | {write_amplification} | {:.0} | {:.0} | {:.4} | {:.0} | {:.0} | {:.0} | {:.2} |",
                 run.device_bytes_written as f64 / ops,
                 run.device_bytes_read as f64 / ops,
                 run.cpu_seconds_per_1000_ops,
+                mib(run.cache_bytes as f64),
+                mib(run.engine_rss_bytes as f64),
                 mib(run.peak_rss_bytes as f64),
                 run.disk_bytes as f64 / run.live_bytes.max(1) as f64
             );
@@ -339,6 +372,7 @@ mod tests {
             cpu_seconds: 0.0,
             cpu_seconds_per_1000_ops: 0.0,
             peak_rss_bytes: 0,
+            engine_rss_bytes: 0,
             disk_bytes: 0,
             live_bytes: 0,
             cache_bytes: 0,

@@ -25,6 +25,9 @@ pub struct RunResult {
     pub cpu_seconds: f64,
     pub cpu_seconds_per_1000_ops: f64,
     pub peak_rss_bytes: u64,
+    /// Peak RSS less the RSS just before the engine opened (freed memory returned first): the
+    /// memory this engine held, index, caches and buffers included.
+    pub engine_rss_bytes: u64,
     /// Bytes of the engine's files after the run, and the logical bytes of live records.
     pub disk_bytes: u64,
     pub live_bytes: u64,

@@ -6,6 +6,7 @@ use crate::engine::{Engine, EngineConfig, EngineSpec};
 use crate::measure::{self, Measured, Monitor, ProcessCounters};
 use crate::results::RunResult;
 use anyhow::{Context, Result};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,6 +20,10 @@ pub struct CommonParams {
     pub data_dir: PathBuf,
     pub out_dir: PathBuf,
     pub rounds: usize,
+    /// Seconds of reads over the loaded data after which each peer's cache is set so that its
+    /// engine RSS equals ShaleDB's (see `Runner::equalize_rss`); 0 gives every engine
+    /// `cache_bytes` as its cache.
+    pub equal_rss_secs: f64,
     /// Seconds of each device probe (0 disables probing).
     pub probe_secs: f64,
     pub probe_threads: usize,
@@ -72,7 +77,23 @@ pub(crate) struct Runner<'a> {
     pub common: &'a CommonParams,
     pub suite: &'static str,
     pub runs: Vec<RunResult>,
+    /// Cache budgets set by `equalize_rss`, by engine; the others get `common.cache_bytes`.
+    pub cache_bytes: BTreeMap<String, u64>,
 }
+
+/// Engine RSS at each step of equalizing one engine's memory with ShaleDB's.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RssCalibration {
+    pub engine: String,
+    /// (cache bytes, engine RSS bytes measured with it), in the order tried.
+    pub steps: Vec<(u64, u64)>,
+    pub cache_bytes: u64,
+}
+
+/// Cache steps of equalizing a peer: each moves the cache by the RSS still to match.
+const RSS_CALIBRATION_STEPS: usize = 2;
+/// The smallest cache a peer is given, however much more memory ShaleDB's other parts hold.
+const CACHE_BYTES_MIN: u64 = 1 << 20;
 
 impl Runner<'_> {
     pub fn engine_dir(&self, engine: &str) -> PathBuf {
@@ -82,7 +103,11 @@ impl Runner<'_> {
     pub fn config(&self, engine: &str, threads: usize) -> EngineConfig {
         EngineConfig {
             dir: self.engine_dir(engine),
-            cache_bytes: self.common.cache_bytes,
+            cache_bytes: self
+                .cache_bytes
+                .get(engine)
+                .copied()
+                .unwrap_or(self.common.cache_bytes),
             threads,
         }
     }
@@ -114,11 +139,108 @@ impl Runner<'_> {
         live_bytes: impl FnOnce() -> u64,
         work: impl FnOnce(&Counted, &Monitor) -> Result<Measured>,
     ) -> Result<()> {
+        let result = self.run_one(spec, workload, threads, round, fresh, live_bytes, work)?;
+        eprintln!(
+            "{:<8} {:<22} {:<8} threads {:>3} round {}: {:>10.0} ops/s",
+            self.suite, workload, spec.name, threads, round, result.ops_per_sec
+        );
+        self.runs.push(result);
+        Ok(())
+    }
+
+    /// Sets each peer's cache so that its engine RSS, after `secs` of `reads` at `threads`,
+    /// equals ShaleDB's with the common budget: ShaleDB's index lives outside its cache and a
+    /// peer's index and filters may live outside its own, so equal caches are not equal memory.
+    pub fn equalize_rss(
+        &mut self,
+        specs: &[&EngineSpec],
+        threads: usize,
+        live_bytes: u64,
+        reads: impl Fn(&Counted, &Monitor, Duration) -> Result<Measured>,
+    ) -> Result<Vec<RssCalibration>> {
+        let secs = Duration::from_secs_f64(self.common.equal_rss_secs);
+        let rss_of = |runner: &mut Self, spec: &EngineSpec| -> Result<u64> {
+            let run = runner.run_one(
+                spec,
+                "rss-calibration",
+                threads,
+                0,
+                false,
+                || live_bytes,
+                |engine, monitor| reads(engine, monitor, secs),
+            )?;
+            Ok(run.engine_rss_bytes)
+        };
+        let Some(subject) = specs
+            .iter()
+            .find(|spec| spec.name == crate::report::SUBJECT)
+        else {
+            anyhow::bail!("equal RSS needs ShaleDB among the engines: its RSS is the target");
+        };
+        // The first open after the load replays logs (RocksDB's memtables, for one) and holds
+        // memory no later open does: one settling read pass per engine, not measured.
+        for spec in specs {
+            rss_of(self, spec)?;
+        }
+        let target = rss_of(self, subject)?;
+        let mut calibrations = vec![RssCalibration {
+            engine: subject.name.to_string(),
+            steps: vec![(self.common.cache_bytes, target)],
+            cache_bytes: self.common.cache_bytes,
+        }];
+        for spec in specs.iter().filter(|spec| spec.name != subject.name) {
+            let mut cache = self.common.cache_bytes;
+            let mut steps = Vec::new();
+            for _ in 0..RSS_CALIBRATION_STEPS {
+                self.cache_bytes.insert(spec.name.to_string(), cache);
+                let rss = rss_of(self, spec)?;
+                steps.push((cache, rss));
+                cache =
+                    (cache as i64 + target as i64 - rss as i64).max(CACHE_BYTES_MIN as i64) as u64;
+            }
+            self.cache_bytes.insert(spec.name.to_string(), cache);
+            eprintln!(
+                "equal RSS: {} gets a {} MiB cache (ShaleDB's engine RSS {} MiB; tried {})",
+                spec.name,
+                cache >> 20,
+                target >> 20,
+                steps
+                    .iter()
+                    .map(|(cache, rss)| format!("{} MiB cache -> {} MiB", cache >> 20, rss >> 20))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            calibrations.push(RssCalibration {
+                engine: spec.name.to_string(),
+                steps,
+                cache_bytes: cache,
+            });
+        }
+        Ok(calibrations)
+    }
+
+    /// Opens `spec`, runs `work` under measurement, closes it, and returns the result.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a run is described by all of these; a struct would only rename them"
+    )]
+    fn run_one(
+        &mut self,
+        spec: &EngineSpec,
+        workload: &str,
+        threads: usize,
+        round: usize,
+        fresh: bool,
+        live_bytes: impl FnOnce() -> u64,
+        work: impl FnOnce(&Counted, &Monitor) -> Result<Measured>,
+    ) -> Result<RunResult> {
         let config = self.config(spec.name, threads);
         if fresh {
             let _ = std::fs::remove_dir_all(&config.dir);
         }
         std::fs::create_dir_all(&config.dir)?;
+        measure::release_freed_memory();
+        let rss_before_open = measure::rss_bytes();
         let engine =
             Counted::new((spec.open)(&config).with_context(|| format!("opening {}", spec.name))?);
         let before = ProcessCounters::now();
@@ -153,20 +275,16 @@ impl Runner<'_> {
             cpu_seconds: delta.cpu_seconds,
             cpu_seconds_per_1000_ops: delta.cpu_seconds * 1000.0 / operations.max(1) as f64,
             peak_rss_bytes,
+            engine_rss_bytes: peak_rss_bytes.saturating_sub(rss_before_open),
             disk_bytes: measure::disk_bytes(&config.dir),
             live_bytes: live_bytes(),
-            cache_bytes: self.common.cache_bytes,
+            cache_bytes: config.cache_bytes,
             timeline,
             device_probe_iops_before: None,
             device_probe_iops_after: None,
             engine_stats,
         };
-        eprintln!(
-            "{:<8} {:<22} {:<8} threads {:>3} round {}: {:>10.0} ops/s",
-            self.suite, workload, spec.name, threads, round, result.ops_per_sec
-        );
-        self.runs.push(result);
-        Ok(())
+        Ok(result)
     }
 
     /// Runs `round_body` once per round, with device probes around it recorded on its runs.

@@ -12,6 +12,7 @@ use crate::runner::{CommonParams, Runner};
 use crate::ycsb::generator::key_name;
 use crate::ycsb::workload::{Distribution, RecordShape, RunState, WorkloadSpec};
 use anyhow::{Context, Result};
+use rand::Rng;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,6 +83,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
         common,
         suite: "ycsb",
         runs: Vec::new(),
+        cache_bytes: BTreeMap::new(),
     };
     let load_threads = common.threads.iter().copied().max().unwrap_or(1);
     let record_len = (key_name(0).len() + params.shape.encoded_len()) as u64;
@@ -114,6 +116,30 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
             },
         )?;
     }
+    let equal_rss = if common.equal_rss_secs > 0.0 {
+        let calibrations = runner.equalize_rss(
+            &specs,
+            load_threads,
+            loaded_bytes,
+            |engine, monitor, duration| {
+                measure::run_phase(
+                    load_threads,
+                    u64::MAX,
+                    Some(duration),
+                    None,
+                    monitor,
+                    |_, _, _| {
+                        let keynum = rand::thread_rng().gen_range(0..params.records);
+                        engine.read(key_name(keynum).as_bytes())?;
+                        Ok(measure::OpKind::Read)
+                    },
+                )
+            },
+        )?;
+        Some(calibrations)
+    } else {
+        None
+    };
     // Inserts of D and E grow each engine's data set by however many it inserted; later
     // workloads see that engine's grown set, as in YCSB.
     let mut record_counts: BTreeMap<&str, u64> = specs
@@ -166,23 +192,29 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
         }
         record_counts = grown;
     }
-    Ok(suite_report(
+    let mut report = suite_report(
         "ycsb",
         serde_json::to_value(params)?,
         loaded_bytes,
         common,
         &specs,
         runner.runs,
-    ))
+    );
+    report.params["equal_rss"] = serde_json::to_value(equal_rss)?;
+    Ok(report)
 }
 
 /// The db_bench suite: each benchmark at each thread count, in rounds.
 pub fn run_dbbench(common: &CommonParams, params: &DbBenchParams) -> Result<SuiteReport> {
     let specs = engines(&common.engines)?;
+    if common.equal_rss_secs > 0.0 {
+        anyhow::bail!("equal RSS calibrates on YCSB's loaded records: use it with the ycsb suite");
+    }
     let mut runner = Runner {
         common,
         suite: "db",
         runs: Vec::new(),
+        cache_bytes: BTreeMap::new(),
     };
     for benchmark in &params.benchmarks {
         let benchmark = dbbench::Benchmark::parse(benchmark)?;
