@@ -127,9 +127,11 @@ pub struct YcsbArgs {
     field_count: usize,
     #[arg(long, default_value_t = 100)]
     field_length: usize,
-    /// Target ops/s across all threads (YCSB -target); latency counts from intended start.
-    #[arg(long)]
-    target: Option<f64>,
+    /// Target ops/s across all threads (YCSB -target); latency counts from intended start. A
+    /// list sweeps offered loads (0 = unthrottled), so engines' latency is compared at equal
+    /// offered load: --target 10000,20000,40000,0.
+    #[arg(long, value_delimiter = ',')]
+    target: Vec<f64>,
     /// Override the workloads' request distribution: uniform, zipfian or latest.
     #[arg(long)]
     distribution: Option<String>,
@@ -413,7 +415,14 @@ pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
                     field_count: args.field_count,
                     field_length: args.field_length,
                 },
-                target_ops_per_sec: args.target,
+                targets: if args.target.is_empty() {
+                    vec![None]
+                } else {
+                    args.target
+                        .iter()
+                        .map(|&ops| (ops > 0.0).then_some(ops))
+                        .collect()
+                },
                 distribution: args
                     .distribution
                     .as_deref()

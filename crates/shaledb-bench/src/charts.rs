@@ -3,7 +3,7 @@
 //! latency bars, and throughput over time.
 
 use crate::report::{groups, median_run};
-use crate::results::{RunResult, SuiteReport};
+use crate::results::{parse_workload_label, RunResult, SuiteReport};
 use anyhow::{Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -129,6 +129,58 @@ fn throughput_vs_latency(title: &str, series: &[(String, Vec<CurvePoint>)]) -> R
                     + Circle::new((0, 0), 4, style.filled())
                     + Text::new(format!("{}t", point.2), (6, -14), ("sans-serif", 13))
             }))?;
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        Ok(())
+    })
+}
+
+/// One point of a latency-at-offered-load curve: (achieved ops/s, p99 µs, p99.9 µs).
+type LoadPoint = (f64, f64, f64);
+
+fn latency_at_offered_load(title: &str, series: &[(String, Vec<LoadPoint>)]) -> Result<String> {
+    render(title, |root| {
+        let points = series.iter().flat_map(|(_, points)| points.iter());
+        let x_max = points.clone().map(|point| point.0).fold(1.0, f64::max) * 1.15;
+        let y_max = points.map(|point| point.2.max(point.1)).fold(1.0, f64::max) * 1.15;
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 22))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+        chart
+            .configure_mesh()
+            .x_desc("achieved throughput (ops/s)")
+            .y_desc("latency (µs): p99 filled, p99.9 hollow")
+            .draw()?;
+        for (index, (engine, points)) in series.iter().enumerate() {
+            let style = color(index);
+            for (quantile, filled) in [(1, true), (2, false)] {
+                let at =
+                    |point: &LoadPoint| (point.0, if quantile == 1 { point.1 } else { point.2 });
+                let line = chart.draw_series(LineSeries::new(
+                    points.iter().map(at),
+                    style.stroke_width(if filled { 2 } else { 1 }),
+                ))?;
+                if filled {
+                    line.label(engine.as_str()).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], style.stroke_width(2))
+                    });
+                }
+                chart.draw_series(points.iter().map(|point| {
+                    let marker = if filled {
+                        style.filled()
+                    } else {
+                        style.stroke_width(1)
+                    };
+                    Circle::new(at(point), 4, marker)
+                }))?;
+            }
         }
         chart
             .configure_series_labels()
@@ -284,7 +336,7 @@ pub fn write_all(report: &SuiteReport, out: &Path) -> Result<()> {
             }
             curve.push((engine.clone(), points));
         }
-        let base = format!("{suite}-{workload}");
+        let base = format!("{suite}-{workload}").replace([' ', '/'], "-");
         save(
             &throughput_vs_latency(
                 &format!("{suite} {workload}: throughput vs average latency"),
@@ -308,6 +360,58 @@ pub fn write_all(report: &SuiteReport, out: &Path) -> Result<()> {
             )?,
             out,
             &format!("{base}-timeline"),
+        )?;
+    }
+    write_offered_load_charts(&suite, &groups, out)
+}
+
+/// For each workload run at several offered loads (`--target` sweeps), p99 and p99.9 of its main
+/// operation against the throughput achieved, one curve per engine: latency at equal offered
+/// load, where comparing p99.9 at each engine's own peak throughput would not be fair.
+fn write_offered_load_charts(
+    suite: &str,
+    groups: &[((String, usize), Vec<&RunResult>)],
+    out: &Path,
+) -> Result<()> {
+    let mut swept: Vec<(String, usize)> = Vec::new();
+    for ((label, threads), _) in groups {
+        let (name, target) = parse_workload_label(label);
+        if target.is_some() && !swept.contains(&(name.to_owned(), *threads)) {
+            swept.push((name.to_owned(), *threads));
+        }
+    }
+    for (name, threads) in swept {
+        let at_loads: Vec<&Vec<&RunResult>> = groups
+            .iter()
+            .filter(|((label, group_threads), _)| {
+                parse_workload_label(label).0 == name && *group_threads == threads
+            })
+            .map(|(_, runs)| runs)
+            .collect();
+        let all: Vec<&RunResult> = at_loads
+            .iter()
+            .flat_map(|runs| runs.iter().copied())
+            .collect();
+        let mut series = Vec::new();
+        for engine in engines(&all) {
+            let mut points: Vec<LoadPoint> = at_loads
+                .iter()
+                .filter_map(|runs| {
+                    let run = median_run(runs, &engine)?;
+                    let latency = &run.latency_us[main_operation(run)?];
+                    Some((run.ops_per_sec, latency.p99 as f64, latency.p999 as f64))
+                })
+                .collect();
+            points.sort_by(|left, right| left.0.total_cmp(&right.0));
+            series.push((engine, points));
+        }
+        save(
+            &latency_at_offered_load(
+                &format!("{suite} {name}: tail latency at equal offered load, {threads} threads"),
+                &series,
+            )?,
+            out,
+            &format!("{suite}-{name}-t{threads}-offered-load"),
         )?;
     }
     Ok(())

@@ -39,10 +39,43 @@ pub struct RunResult {
     pub engine_stats: serde_json::Value,
 }
 
+/// A workload's name in the results: `a`, or `a at 20000/s` when run at an offered load.
+pub fn workload_label(name: char, target: Option<f64>) -> String {
+    match target {
+        Some(ops) => format!("{name} at {ops:.0}/s"),
+        None => name.to_string(),
+    }
+}
+
+/// The workload and offered load a label of [`workload_label`] names.
+pub fn parse_workload_label(label: &str) -> (&str, Option<f64>) {
+    match label.split_once(" at ") {
+        Some((name, rest)) => (name, rest.trim_end_matches("/s").parse().ok()),
+        None => (label, None),
+    }
+}
+
 /// Everything a suite produced.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SuiteReport {
     pub machine: serde_json::Value,
     pub params: serde_json::Value,
     pub runs: Vec<RunResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_labels_name_the_offered_load_and_read_back() {
+        assert_eq!(workload_label('a', None), "a");
+        assert_eq!(workload_label('a', Some(20000.0)), "a at 20000/s");
+        assert_eq!(parse_workload_label("a at 20000/s"), ("a", Some(20000.0)));
+        assert_eq!(parse_workload_label("a"), ("a", None));
+        assert_eq!(
+            parse_workload_label("readwhilewriting"),
+            ("readwhilewriting", None)
+        );
+    }
 }

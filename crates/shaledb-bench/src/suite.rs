@@ -7,7 +7,7 @@ use crate::dbbench::{self, DbBenchParams};
 use crate::engine::{Engine, EngineConfig, EngineSpec};
 use crate::engines;
 use crate::measure;
-use crate::results::{RunResult, SuiteReport};
+use crate::results::{workload_label, RunResult, SuiteReport};
 use crate::runner::{CommonParams, Runner};
 use crate::ycsb::generator::key_name;
 use crate::ycsb::workload::{Distribution, RecordShape, RunState, WorkloadSpec};
@@ -26,7 +26,9 @@ pub struct YcsbParams {
     pub operations: u64,
     pub duration_secs: Option<f64>,
     pub shape: RecordShape,
-    pub target_ops_per_sec: Option<f64>,
+    /// Offered loads to run each workload at, ops/s across all threads (YCSB's -target); `None`
+    /// is unthrottled. More than one is a sweep: latency compared at equal offered load.
+    pub targets: Vec<Option<f64>>,
     /// Overrides each workload's request distribution.
     pub distribution: Option<Distribution>,
 }
@@ -152,7 +154,12 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
             spec.distribution = distribution;
         }
         let mut grown = record_counts.clone();
-        for &threads in &common.threads {
+        for (&threads, &target) in common
+            .threads
+            .iter()
+            .flat_map(|threads| params.targets.iter().map(move |target| (threads, target)))
+        {
+            let label = workload_label(name, target);
             runner.rounds(|runner, round| {
                 for engine_spec in &specs {
                     let state = RunState::new(
@@ -163,7 +170,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                     );
                     runner.measure(
                         engine_spec,
-                        &name.to_string(),
+                        &label,
                         threads,
                         round,
                         false,
@@ -173,7 +180,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                                 threads,
                                 params.operations,
                                 params.duration_secs.map(Duration::from_secs_f64),
-                                params.target_ops_per_sec,
+                                target,
                                 monitor,
                                 |_, _, recorder| {
                                     state.operation(engine, &mut rand::thread_rng(), recorder)
