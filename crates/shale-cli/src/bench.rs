@@ -105,6 +105,10 @@ pub struct CommonArgs {
     /// opened; index, filters and buffers included) equal ShaleDB's with --cache-mb (ycsb only).
     #[arg(long, default_value_t = 0.0)]
     equal_rss_secs: f64,
+    /// Run each workload untimed for this many seconds after the engine opens, then measure
+    /// (not the loads, which start empty).
+    #[arg(long, default_value_t = 0.0)]
+    warmup_secs: f64,
 }
 
 #[derive(clap::Args)]
@@ -369,6 +373,7 @@ fn common_params(cli: &Cli, args: &CommonArgs) -> CommonParams {
         out_dir: args.out.clone(),
         rounds: args.rounds,
         equal_rss_secs: args.equal_rss_secs,
+        warmup_secs: args.warmup_secs,
         probe_secs: args.probe_secs,
         probe_threads: args.probe_threads,
     }

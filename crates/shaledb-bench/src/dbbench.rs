@@ -3,7 +3,7 @@
 
 use crate::engine::{Engine, EngineSpec};
 use crate::measure::Measured;
-use crate::measure::{self, Monitor, OpKind, Recorder};
+use crate::measure::{self, Monitor, OpKind, Phase, Recorder};
 use crate::runner::Runner;
 use anyhow::{bail, Result};
 use rand::Rng;
@@ -102,9 +102,16 @@ pub(crate) fn run(
         round,
         benchmark.fills(),
         || live_bytes,
-        |engine, monitor| {
-            let measured = match benchmark {
-                Benchmark::FillSeq => {
+        |engine, monitor, pass| {
+            let duration = pass.duration_or(duration);
+            let measured = match (benchmark, pass) {
+                // A whole pass of the key space is no warm-up; the timed pass runs cold.
+                (Benchmark::ReadSeq, Phase::WarmUp(_)) => Measured {
+                    recorder: Recorder::default(),
+                    elapsed: Duration::ZERO,
+                    operations: 0,
+                },
+                (Benchmark::FillSeq, _) => {
                     let next = AtomicU64::new(0);
                     phase(threads, params.num, None, monitor, |_| {
                         let n = next.fetch_add(1, Ordering::Relaxed);
@@ -115,8 +122,8 @@ pub(crate) fn run(
                         Ok(OpKind::Write)
                     })?
                 }
-                Benchmark::FillRandom | Benchmark::Overwrite => {
-                    phase(threads, params.num, None, monitor, |_| {
+                (Benchmark::FillRandom | Benchmark::Overwrite, _) => {
+                    phase(threads, params.num, pass.duration_or(None), monitor, |_| {
                         let mut rng = rand::thread_rng();
                         engine.write(
                             &key(rng.gen_range(0..params.num), params.key_size),
@@ -125,15 +132,17 @@ pub(crate) fn run(
                         Ok(OpKind::Write)
                     })?
                 }
-                Benchmark::ReadRandom => phase(threads, params.num, duration, monitor, |_| {
-                    read_random(engine, params)?;
-                    Ok(OpKind::Read)
-                })?,
-                Benchmark::ReadSeq => read_seq(engine, threads, monitor)?,
-                Benchmark::ReadWhileWriting => {
+                (Benchmark::ReadRandom, _) => {
+                    phase(threads, params.num, duration, monitor, |_| {
+                        read_random(engine, params)?;
+                        Ok(OpKind::Read)
+                    })?
+                }
+                (Benchmark::ReadSeq, _) => read_seq(engine, threads, monitor)?,
+                (Benchmark::ReadWhileWriting, _) => {
                     read_while_writing(engine, params, threads, duration, monitor)?
                 }
-                Benchmark::ReadRandomWriteRandom => {
+                (Benchmark::ReadRandomWriteRandom, _) => {
                     phase(threads, params.num, duration, monitor, |_| {
                         let mut rng = rand::thread_rng();
                         if rng.gen_range(0..100) < params.read_write_percent {
@@ -269,5 +278,29 @@ mod tests {
         assert_eq!(key(123_456, 4), b"3456".to_vec());
         assert!(Benchmark::parse("readwhilewriting").is_ok());
         assert!(Benchmark::parse("nonsense").is_err());
+    }
+
+    #[test]
+    fn values_have_the_requested_size_and_differ() {
+        let params = DbBenchParams {
+            benchmarks: Vec::new(),
+            num: 1,
+            key_size: 16,
+            value_size: 400,
+            read_write_percent: 80,
+            duration_secs: None,
+        };
+        let mut rng = rand::thread_rng();
+        let (first, second) = (value(&params, &mut rng), value(&params, &mut rng));
+        assert_eq!((first.len(), second.len()), (400, 400));
+        assert_ne!(first, second);
+        // Uniform bytes: 4,000 of them hit nearly every one of the 256 values.
+        let mut seen = [false; 256];
+        (0..10).for_each(|_| {
+            value(&params, &mut rng)
+                .iter()
+                .for_each(|&byte| seen[byte as usize] = true)
+        });
+        assert!(seen.iter().filter(|&&hit| hit).count() > 240);
     }
 }

@@ -326,6 +326,23 @@ pub struct PhaseClock {
     pub deadline: Option<Instant>,
 }
 
+/// Which pass of a run's work: the untimed warm-up after the engine opened, or the timed one.
+#[derive(Debug, Clone, Copy)]
+pub enum Phase {
+    WarmUp(Duration),
+    Timed,
+}
+
+impl Phase {
+    /// How long to run: the warm-up's length, or `timed` (None: the operation count).
+    pub fn duration_or(self, timed: Option<Duration>) -> Option<Duration> {
+        match self {
+            Phase::WarmUp(duration) => Some(duration),
+            Phase::Timed => timed,
+        }
+    }
+}
+
 /// A measured piece of work on one open engine.
 pub struct Measured {
     pub recorder: Recorder,

@@ -3,7 +3,7 @@
 //! result, with device probes around each round.
 
 use crate::engine::{Engine, EngineConfig, EngineSpec};
-use crate::measure::{self, Measured, Monitor, ProcessCounters};
+use crate::measure::{self, Measured, Monitor, Phase, ProcessCounters};
 use crate::results::RunResult;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -24,6 +24,9 @@ pub struct CommonParams {
     /// engine RSS equals ShaleDB's (see `Runner::equalize_rss`); 0 gives every engine
     /// `cache_bytes` as its cache.
     pub equal_rss_secs: f64,
+    /// Seconds each run's work runs untimed after the engine opened and before it is measured
+    /// (caches filled, background work under way), except runs on a fresh directory (loads).
+    pub warmup_secs: f64,
     /// Seconds of each device probe (0 disables probing).
     pub probe_secs: f64,
     pub probe_threads: usize,
@@ -137,7 +140,7 @@ impl Runner<'_> {
         round: usize,
         fresh: bool,
         live_bytes: impl FnOnce() -> u64,
-        work: impl FnOnce(&Counted, &Monitor) -> Result<Measured>,
+        work: impl Fn(&Counted, &Monitor, Phase) -> Result<Measured>,
     ) -> Result<()> {
         let result = self.run_one(spec, workload, threads, round, fresh, live_bytes, work)?;
         eprintln!(
@@ -167,7 +170,13 @@ impl Runner<'_> {
                 0,
                 false,
                 || live_bytes,
-                |engine, monitor| reads(engine, monitor, secs),
+                |engine, monitor, phase| {
+                    reads(
+                        engine,
+                        monitor,
+                        phase.duration_or(Some(secs)).unwrap_or(secs),
+                    )
+                },
             )?;
             Ok(run.engine_rss_bytes)
         };
@@ -232,7 +241,7 @@ impl Runner<'_> {
         round: usize,
         fresh: bool,
         live_bytes: impl FnOnce() -> u64,
-        work: impl FnOnce(&Counted, &Monitor) -> Result<Measured>,
+        work: impl Fn(&Counted, &Monitor, Phase) -> Result<Measured>,
     ) -> Result<RunResult> {
         let config = self.config(spec.name, threads);
         if fresh {
@@ -243,9 +252,16 @@ impl Runner<'_> {
         let rss_before_open = measure::rss_bytes();
         let engine =
             Counted::new((spec.open)(&config).with_context(|| format!("opening {}", spec.name))?);
+        if self.common.warmup_secs > 0.0 && !fresh {
+            let monitor = Monitor::start();
+            let warmup = Phase::WarmUp(Duration::from_secs_f64(self.common.warmup_secs));
+            work(&engine, &monitor, warmup)
+                .with_context(|| format!("{} {workload} warm-up on {}", self.suite, spec.name))?;
+            monitor.finish();
+        }
         let before = ProcessCounters::now();
         let monitor = Monitor::start();
-        let measured = work(&engine, &monitor)
+        let measured = work(&engine, &monitor, Phase::Timed)
             .with_context(|| format!("{} {workload} on {}", self.suite, spec.name))?;
         engine.sync()?;
         let (timeline, peak_rss_bytes) = monitor.finish();

@@ -98,7 +98,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
             1,
             true,
             || loaded_bytes,
-            |engine, monitor| {
+            |engine, monitor, _fresh_so_never_warmed| {
                 let next = AtomicU64::new(0);
                 measure::run_phase(
                     load_threads,
@@ -175,24 +175,24 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
                         round,
                         false,
                         || (state.inserts.last_value() + 1) * record_len,
-                        |engine, monitor| {
-                            let measured = measure::run_phase(
+                        |engine, monitor, phase| {
+                            measure::run_phase(
                                 threads,
                                 params.operations,
-                                params.duration_secs.map(Duration::from_secs_f64),
+                                phase
+                                    .duration_or(params.duration_secs.map(Duration::from_secs_f64)),
                                 target,
                                 monitor,
                                 |_, _, recorder| {
                                     state.operation(engine, &mut rand::thread_rng(), recorder)
                                 },
-                            )?;
-                            let engine_grown = grown
-                                .get_mut(engine_spec.name)
-                                .expect("every engine is counted");
-                            *engine_grown = (*engine_grown).max(state.inserts.last_value() + 1);
-                            Ok(measured)
+                            )
                         },
                     )?;
+                    let engine_grown = grown
+                        .get_mut(engine_spec.name)
+                        .expect("every engine is counted");
+                    *engine_grown = (*engine_grown).max(state.inserts.last_value() + 1);
                 }
                 Ok(())
             })?;

@@ -16,6 +16,8 @@ fn common(dir: &std::path::Path) -> CommonParams {
         data_dir: dir.join("data"),
         out_dir: dir.join("out"),
         rounds: 2,
+        equal_rss_secs: 0.0,
+        warmup_secs: 0.0,
         probe_secs: 0.2,
         probe_threads: 2,
     }
@@ -76,7 +78,7 @@ fn ycsb_suite_runs_every_workload() {
             field_count: 10,
             field_length: 100,
         },
-        target_ops_per_sec: None,
+        targets: vec![None],
         distribution: None,
     };
     let report = suite::run_ycsb(&common, &params).unwrap();
@@ -97,6 +99,58 @@ fn ycsb_suite_runs_every_workload() {
             > 0
     );
     assert!(f["latency_us"]["READ"]["count"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn ycsb_suite_warms_up_equalizes_memory_and_sweeps_offered_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut common = common(dir.path());
+    common.threads = vec![2];
+    common.rounds = 1;
+    common.probe_secs = 0.0;
+    common.equal_rss_secs = 0.3;
+    common.warmup_secs = 0.2;
+    let params = YcsbParams {
+        workloads: vec!['a'],
+        records: 2000,
+        operations: 400,
+        duration_secs: None,
+        shape: RecordShape {
+            field_count: 10,
+            field_length: 100,
+        },
+        targets: vec![Some(1000.0), None],
+        distribution: None,
+    };
+    let report = suite::run_ycsb(&common, &params).unwrap();
+    suite::write_outputs(&report, &common.out_dir, "smoke").unwrap();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(common.out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let calibrations = results["params"]["equal_rss"].as_array().unwrap();
+    assert_eq!(calibrations.len(), ENGINES.len());
+    assert_eq!(calibrations[0]["engine"], "shaledb");
+    let runs = results["runs"].as_array().unwrap();
+    let paced = runs
+        .iter()
+        .find(|run| run["workload"] == "a at 1000/s")
+        .expect("the paced run is its own row");
+    // 400 operations offered at 1,000/s take 0.4 s whatever the engine could do.
+    let rate = paced["ops_per_sec"].as_f64().unwrap();
+    assert!(rate <= 1100.0, "paced at 1000/s, ran at {rate}");
+    assert_eq!(paced["operations"], 400, "the warm-up is not counted");
+    assert!(runs.iter().any(|run| run["workload"] == "a"));
+    for run in runs {
+        assert!(run["engine_rss_bytes"].as_u64().unwrap() > 0, "{run}");
+    }
+    let report = std::fs::read_to_string(common.out_dir.join("report.md")).unwrap();
+    assert!(report.contains("## Equal memory"));
+    for extension in ["svg", "png"] {
+        let chart = common
+            .out_dir
+            .join(format!("ycsb-a-t2-offered-load.{extension}"));
+        assert!(std::fs::metadata(&chart).unwrap().len() > 500);
+    }
 }
 
 #[test]
