@@ -75,8 +75,12 @@ pub fn key(n: u64, key_size: usize) -> Vec<u8> {
     text.as_bytes()[text.len().saturating_sub(key_size)..].to_vec()
 }
 
+/// A value of uniformly random bytes (incompressible; no compression ratio is modelled), filled
+/// in bulk: one random number per byte cost four times as much (issue 18).
 fn value(params: &DbBenchParams, rng: &mut impl Rng) -> Vec<u8> {
-    (0..params.value_size).map(|_| rng.gen()).collect()
+    let mut value = vec![0; params.value_size];
+    rng.fill(&mut value[..]);
+    value
 }
 
 /// Runs one benchmark on one engine and records it. Read benchmarks on an engine without data
