@@ -1,12 +1,10 @@
 //! The Markdown report: throughput per round with paired ratios, latency percentiles,
 //! efficiency figures, and YCSB's own text format so existing parsers read the runs.
 
+pub use crate::results::SUBJECT;
 use crate::results::{RunResult, SuiteReport};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-/// The engine every ratio is computed for.
-pub const SUBJECT: &str = "shaledb";
 
 /// Median of `values` (which must not be empty).
 pub fn median(values: &mut [f64]) -> f64 {

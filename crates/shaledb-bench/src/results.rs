@@ -4,6 +4,9 @@
 use crate::measure::LatencySummary;
 use std::collections::BTreeMap;
 
+/// The engine every ratio is computed for.
+pub const SUBJECT: &str = "shaledb";
+
 /// One engine x workload x thread count x round.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunResult {

@@ -182,7 +182,7 @@ impl Runner<'_> {
         };
         let Some(subject) = specs
             .iter()
-            .find(|spec| spec.name == crate::report::SUBJECT)
+            .find(|spec| spec.name == crate::results::SUBJECT)
         else {
             anyhow::bail!("equal RSS needs ShaleDB among the engines: its RSS is the target");
         };
