@@ -5,6 +5,7 @@
 use crate::report::{groups, median_run};
 use crate::results::{parse_workload_label, RunResult, SuiteReport};
 use anyhow::{Context, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -94,25 +95,44 @@ fn render(
     Ok(svg)
 }
 
+type XyChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Axes from 0 to 15% past the largest point, with their descriptions, under `title`.
+fn xy_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    (x_max, y_max): (f64, f64),
+    (x_desc, y_desc): (&str, &str),
+) -> Result<XyChart<'a, 'b>, Box<dyn std::error::Error>> {
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max * 1.15, 0.0..y_max * 1.15)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(chart)
+}
+
 /// One point of a throughput/latency curve: (ops/s, average latency µs, thread count).
 type CurvePoint = (f64, f64, usize);
 
 fn throughput_vs_latency(title: &str, series: &[(String, Vec<CurvePoint>)]) -> Result<String> {
     render(title, |root| {
         let points = series.iter().flat_map(|(_, points)| points.iter());
-        let x_max = points.clone().map(|point| point.0).fold(1.0, f64::max) * 1.15;
-        let y_max = points.map(|point| point.1).fold(1.0, f64::max) * 1.15;
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 22))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-        chart
-            .configure_mesh()
-            .x_desc("throughput (ops/s)")
-            .y_desc("average latency (µs)")
-            .draw()?;
+        let x_max = points.clone().map(|point| point.0).fold(1.0, f64::max);
+        let y_max = points.map(|point| point.1).fold(1.0, f64::max);
+        let mut chart = xy_chart(
+            root,
+            title,
+            (x_max, y_max),
+            ("throughput (ops/s)", "average latency (µs)"),
+        )?;
         for (index, (engine, points)) in series.iter().enumerate() {
             let style = color(index);
             chart
@@ -145,19 +165,17 @@ type LoadPoint = (f64, f64, f64);
 fn latency_at_offered_load(title: &str, series: &[(String, Vec<LoadPoint>)]) -> Result<String> {
     render(title, |root| {
         let points = series.iter().flat_map(|(_, points)| points.iter());
-        let x_max = points.clone().map(|point| point.0).fold(1.0, f64::max) * 1.15;
-        let y_max = points.map(|point| point.2.max(point.1)).fold(1.0, f64::max) * 1.15;
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 22))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-        chart
-            .configure_mesh()
-            .x_desc("achieved throughput (ops/s)")
-            .y_desc("latency (µs): p99 filled, p99.9 hollow")
-            .draw()?;
+        let x_max = points.clone().map(|point| point.0).fold(1.0, f64::max);
+        let y_max = points.map(|point| point.2.max(point.1)).fold(1.0, f64::max);
+        let mut chart = xy_chart(
+            root,
+            title,
+            (x_max, y_max),
+            (
+                "achieved throughput (ops/s)",
+                "latency (µs): p99 filled, p99.9 hollow",
+            ),
+        )?;
         for (index, (engine, points)) in series.iter().enumerate() {
             let style = color(index);
             for (quantile, filled) in [(1, true), (2, false)] {
