@@ -141,7 +141,13 @@ fn ycsb_suite_warms_up_equalizes_memory_and_sweeps_offered_loads() {
     assert_eq!(paced["operations"], 400, "the warm-up is not counted");
     assert!(runs.iter().any(|run| run["workload"] == "a"));
     for run in runs {
-        assert!(run["engine_rss_bytes"].as_u64().unwrap() > 0, "{run}");
+        // A run this small may grow the process by less than the memory an earlier engine
+        // freed, so the engine's own share can be zero; it is never more than the peak.
+        let engine_rss = run["engine_rss_bytes"].as_u64().unwrap();
+        assert!(
+            engine_rss <= run["peak_rss_bytes"].as_u64().unwrap(),
+            "{run}"
+        );
     }
     let report = std::fs::read_to_string(common.out_dir.join("report.md")).unwrap();
     assert!(report.contains("## Equal memory"));
