@@ -1,6 +1,9 @@
 //! Goal: the `shale` binary does what its help says, with the exit codes scripts rely on.
 //! Method: run the real binary against temporary KVDBs and check stdout, stderr and status.
 
+mod common;
+
+use common::damage_record;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -376,23 +379,7 @@ fn backup_makes_a_verified_kvdb_of_its_own_and_refuses_damage() {
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
     // A damaged source: exit 4 naming the file, and no KVDB at the destination.
-    let segment = std::fs::read_dir(db.join("capacity"))
-        .unwrap()
-        .map(|item| item.unwrap().path())
-        .find(|path| {
-            std::fs::read(path)
-                .unwrap()
-                .windows(7)
-                .any(|w| w == b"a value")
-        })
-        .unwrap();
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let at = bytes
-        .windows(7)
-        .rposition(|window| window == b"a value")
-        .unwrap();
-    bytes[at] ^= 0x20;
-    std::fs::write(&segment, bytes).unwrap();
+    let segment = damage_record(&db, b"a value", 0, 0x20);
     let second = dir.path().join("second");
     let damaged = shale(&db, &["backup", second.to_str().unwrap()]);
     assert_eq!(damaged.status.code(), Some(4));
@@ -414,21 +401,7 @@ fn a_damaged_record_exits_4_never_like_not_found() {
             .status
             .success());
     }
-    let segment = std::fs::read_dir(db.join("capacity"))
-        .unwrap()
-        .map(|item| item.unwrap().path())
-        .find(|path| {
-            let bytes = std::fs::read(path).unwrap();
-            bytes.windows(9).any(|window| window == b"value-007")
-        })
-        .unwrap();
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let at = bytes
-        .windows(9)
-        .position(|window| window == b"value-007")
-        .unwrap();
-    bytes[at + 20] ^= 0xff;
-    std::fs::write(&segment, bytes).unwrap();
+    let segment = damage_record(&db, b"value-007", 20, 0xff);
     let damaged = shale(&db, &["get", "key07"]);
     assert_eq!(damaged.status.code(), Some(4));
     let stderr = String::from_utf8_lossy(&damaged.stderr);

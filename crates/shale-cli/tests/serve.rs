@@ -5,6 +5,9 @@
 //! (redis-py, redis-cli and redis-benchmark are exercised by
 //! crates/shaledb-server/tests/clients/test_clients.py.)
 
+mod common;
+
+use common::damage_record;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -597,23 +600,7 @@ fn a_damaged_record_is_an_error_reply_never_a_nil() {
     drop(client);
     server.signal("TERM");
     assert!(server.wait().success());
-    let segment = std::fs::read_dir(db.join("capacity"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| {
-            std::fs::read(path)
-                .unwrap()
-                .windows(15)
-                .any(|window| window == b"value-to-damage")
-        })
-        .expect("the value is in a segment");
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let at = bytes
-        .windows(15)
-        .position(|window| window == b"value-to-damage")
-        .unwrap();
-    bytes[at + 3] ^= 0x01;
-    std::fs::write(&segment, bytes).unwrap();
+    damage_record(&db, b"value-to-damage", 3, 0x01);
     let restarted = Server::start(&db, &[]);
     let mut client = restarted.connect();
     match client.call(&["GET", "damaged"]) {
