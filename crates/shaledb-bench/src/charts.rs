@@ -119,6 +119,16 @@ fn xy_chart<'a, 'b>(
     Ok(chart)
 }
 
+/// The series' names in a framed box.
+fn draw_legend<'a, 'b: 'a>(chart: &mut XyChart<'a, 'b>) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+    Ok(())
+}
+
 /// One point of a throughput/latency curve: (ops/s, average latency µs, thread count).
 type CurvePoint = (f64, f64, usize);
 
@@ -150,12 +160,7 @@ fn throughput_vs_latency(title: &str, series: &[(String, Vec<CurvePoint>)]) -> R
                     + Text::new(format!("{}t", point.2), (6, -14), ("sans-serif", 13))
             }))?;
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
-        Ok(())
+        draw_legend(&mut chart)
     })
 }
 
@@ -200,12 +205,7 @@ fn latency_at_offered_load(title: &str, series: &[(String, Vec<LoadPoint>)]) -> 
                 }))?;
             }
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
-        Ok(())
+        draw_legend(&mut chart)
     })
 }
 
@@ -239,12 +239,7 @@ fn tail_latency_bars(title: &str, bars: &[(String, f64, f64)]) -> Result<String>
                     Rectangle::new([(x, y - 5), (x + 15, y + 5)], style.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
-        Ok(())
+        draw_legend(&mut chart)
     })
 }
 
@@ -290,12 +285,7 @@ fn timeline(title: &str, series: &[(String, Vec<u64>)]) -> Result<String> {
                     PathElement::new(vec![(x, y), (x + 20, y)], style.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
-        Ok(())
+        draw_legend(&mut chart)
     })
 }
 

@@ -422,6 +422,7 @@ where
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn device_writes_are_net_of_cancelled_writes() {
@@ -429,8 +430,6 @@ mod tests {
                   write_bytes: 1048576\ncancelled_write_bytes: 65536\n";
         assert_eq!(device_bytes(io), (4096, 1048576 - 65536));
     }
-
-    use super::*;
 
     #[test]
     fn percentiles_match_a_known_distribution() {

@@ -171,11 +171,11 @@ impl Runner<'_> {
                 false,
                 || live_bytes,
                 |engine, monitor, phase| {
-                    reads(
-                        engine,
-                        monitor,
-                        phase.duration_or(Some(secs)).unwrap_or(secs),
-                    )
+                    let duration = match phase {
+                        Phase::WarmUp(warmup) => warmup,
+                        Phase::Timed => secs,
+                    };
+                    reads(engine, monitor, duration)
                 },
             )?;
             Ok(run.engine_rss_bytes)
