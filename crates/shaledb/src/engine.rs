@@ -92,6 +92,12 @@ impl Engine {
         self.store.get(kvs, key, at)
     }
 
+    /// The values of `keys` in `kvs` at snapshot `at`, read together.
+    pub fn multi_get(&self, kvs: &KvsState, keys: &[&[u8]], at: u64) -> Result<Vec<Option<Bytes>>> {
+        self.check_live(kvs)?;
+        self.store.multi_get(kvs, keys, at)
+    }
+
     pub fn take_snapshot(self: &Arc<Self>) -> SnapshotPin {
         self.take_snapshot_then(|_| {})
     }

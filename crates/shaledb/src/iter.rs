@@ -17,6 +17,42 @@ use std::sync::Arc;
 /// Keys fetched from the index per refill.
 const CHUNK_KEYS: usize = 128;
 
+/// A cursor reads the values of its next keys in batches, all of a batch's device reads in
+/// flight at once: the first batch holds this many keys, and each next one twice as many as
+/// the one before, up to [`READAHEAD_MAX`], so a short scan reads little it does not use and a
+/// long one keeps many reads in flight.
+const READAHEAD_MIN: usize = 4;
+const READAHEAD_MAX: usize = 64;
+
+/// One key the cursor will yield: its version, and its value once read ahead.
+struct Slot {
+    key: Key,
+    entry: Entry,
+    value: Option<Result<Option<Bytes>>>,
+}
+
+/// One end of a cursor: the keys fetched from the index in its direction, not yet yielded.
+struct End {
+    slots: VecDeque<Slot>,
+    /// The index holds no more keys in this direction beyond the last slot.
+    exhausted: bool,
+    /// Keys in the next batch of value reads.
+    readahead: usize,
+    /// Keys the caller said it will still take (see [`Iter::will_take`]); batches read those first.
+    expected: usize,
+}
+
+impl End {
+    fn new() -> Self {
+        End {
+            slots: VecDeque::new(),
+            exhausted: false,
+            readahead: READAHEAD_MIN,
+            expected: 0,
+        }
+    }
+}
+
 /// An ordered cursor yielding `(key, value)` pairs. Iterate it forward, or backward with
 /// `.rev()` / `next_back()`; both ends may be used on one cursor.
 pub struct Iter {
@@ -26,8 +62,8 @@ pub struct Iter {
     snapshot: Option<SnapshotPin>,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
-    front: VecDeque<(Key, Entry)>,
-    back: VecDeque<(Key, Entry)>,
+    front: End,
+    back: End,
     done: bool,
     read_values: bool,
 }
@@ -54,8 +90,8 @@ impl Iter {
             snapshot,
             lower,
             upper,
-            front: VecDeque::new(),
-            back: VecDeque::new(),
+            front: End::new(),
+            back: End::new(),
             done: false,
             read_values: true,
         }
@@ -67,31 +103,104 @@ impl Iter {
         Keys(self)
     }
 
+    /// Says that the caller will take about `keys` items from the front (or, reversed, the
+    /// back): the cursor then reads their values in one batch (at most 64 at a time) instead of
+    /// starting small and doubling, so a scan of known length reads nothing it does not use.
+    pub fn will_take(mut self, keys: usize) -> Self {
+        self.front.expected = keys;
+        self.back.expected = keys;
+        self
+    }
+
     /// Moves the front of the cursor to the first key at or after `key`.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
-        self.front.clear();
+        self.front = End::new();
         self.lower = Bound::Included(key.as_ref().to_vec());
         self.done = false;
     }
 
-    fn refill(&mut self, reverse: bool) -> Result<()> {
-        self.engine.check_live(&self.kvs)?;
-        let at = self
-            .snapshot
+    fn snapshot_seqno(&self) -> u64 {
+        self.snapshot
             .as_ref()
             .expect("a live KVS has a snapshot")
-            .seqno();
+            .seqno()
+    }
+
+    /// Fetches the next chunk of keys in one direction, after those it already holds.
+    fn refill(&mut self, reverse: bool) -> Result<()> {
+        self.engine.check_live(&self.kvs)?;
+        let at = self.snapshot_seqno();
+        let end = if reverse {
+            &mut self.back
+        } else {
+            &mut self.front
+        };
+        let after_last = end
+            .slots
+            .back()
+            .map(|slot| Bound::Excluded(Vec::from(&slot.key[..])));
+        let (lower, upper) = match (reverse, after_last) {
+            (false, Some(last)) => (last, self.upper.clone()),
+            (true, Some(last)) => (self.lower.clone(), last),
+            (_, None) => (self.lower.clone(), self.upper.clone()),
+        };
         let chunk = self.kvs.index.read().collect_visible(
-            as_slice_bound(&self.lower),
-            as_slice_bound(&self.upper),
+            as_slice_bound(&lower),
+            as_slice_bound(&upper),
             at,
             CHUNK_KEYS,
             reverse,
         );
-        if reverse {
-            self.back.extend(chunk);
+        end.exhausted = chunk.len() < CHUNK_KEYS;
+        end.slots.extend(chunk.into_iter().map(|(key, entry)| Slot {
+            key,
+            entry,
+            value: None,
+        }));
+        Ok(())
+    }
+
+    /// Makes sure the next slot in one direction has its value, reading a batch ahead if not.
+    fn read_ahead(&mut self, reverse: bool) -> Result<()> {
+        let end = if reverse { &self.back } else { &self.front };
+        if end.slots.front().is_none_or(|slot| slot.value.is_some()) {
+            return Ok(());
+        }
+        while {
+            let end = if reverse { &self.back } else { &self.front };
+            let wanted = end.readahead.max(end.expected.min(READAHEAD_MAX));
+            end.slots.len() < wanted && !end.exhausted
+        } {
+            self.refill(reverse)?;
+        }
+        let store = &self.engine.store;
+        let end = if reverse {
+            &mut self.back
         } else {
-            self.front.extend(chunk);
+            &mut self.front
+        };
+        let wanted = if end.expected > 0 {
+            end.expected.min(READAHEAD_MAX)
+        } else {
+            end.readahead
+        };
+        let batch = wanted.min(end.slots.len());
+        let values = {
+            let versions: Vec<(&[u8], Entry)> = end
+                .slots
+                .iter()
+                .take(batch)
+                .map(|slot| (&slot.key[..], slot.entry))
+                .collect();
+            store.read_values(self.kvs.id, &versions, ReadPurpose::Scan)
+        };
+        for (slot, value) in end.slots.iter_mut().zip(values) {
+            slot.value = Some(value);
+        }
+        if end.expected > 0 {
+            end.expected = end.expected.saturating_sub(batch);
+        } else {
+            end.readahead = (end.readahead * 2).min(READAHEAD_MAX);
         }
         Ok(())
     }
@@ -100,23 +209,26 @@ impl Iter {
         if self.done {
             return None;
         }
-        let buffer_empty = if reverse {
-            self.back.is_empty()
-        } else {
-            self.front.is_empty()
-        };
-        if buffer_empty {
-            if let Err(error) = self.refill(reverse) {
-                self.done = true;
-                return Some(Err(error));
+        let end = if reverse { &self.back } else { &self.front };
+        let refill = end.slots.is_empty() && !end.exhausted;
+        let fetched = if refill { self.refill(reverse) } else { Ok(()) };
+        let ready = fetched.and_then(|()| {
+            if self.read_values {
+                self.read_ahead(reverse)
+            } else {
+                Ok(())
             }
+        });
+        if let Err(error) = ready {
+            self.done = true;
+            return Some(Err(error));
         }
-        let next = if reverse {
-            self.back.pop_front()
+        let end = if reverse {
+            &mut self.back
         } else {
-            self.front.pop_front()
+            &mut self.front
         };
-        let Some((key, entry)) = next else {
+        let Some(Slot { key, value, .. }) = end.slots.pop_front() else {
             self.done = true;
             return None;
         };
@@ -130,10 +242,11 @@ impl Iter {
             self.done = true;
             return None;
         }
-        let value = if self.read_values {
-            self.read(&key, entry)
-        } else {
-            Ok(Bytes::new())
+        let value = match value {
+            None => Ok(Bytes::new()),
+            Some(Ok(Some(value))) => Ok(value),
+            Some(Ok(None)) => self.read_moved(&key),
+            Some(Err(error)) => Err(error),
         };
         let key = Bytes::from(Vec::from(key));
         if reverse {
@@ -150,15 +263,11 @@ impl Iter {
         }
     }
 
-    fn read(&self, key: &[u8], entry: Entry) -> Result<Bytes> {
-        let store = &self.engine.store;
-        if let Some(value) = store.read_value(self.kvs.id, key, entry, ReadPurpose::Scan)? {
-            return Ok(value);
-        }
-        // The cleaner moved the record: look it up again at the same snapshot.
-        let at = self.snapshot.as_ref().map(SnapshotPin::seqno);
+    /// The cleaner moved the record after the index was read: look it up again at the same
+    /// snapshot.
+    fn read_moved(&self, key: &[u8]) -> Result<Bytes> {
         self.engine
-            .get(&self.kvs, key, at)?
+            .get(&self.kvs, key, Some(self.snapshot_seqno()))?
             .ok_or_else(|| Error::Io {
                 context: format!("scan of KVS {:?}", self.kvs.name),
                 source: std::io::Error::other("a key visible to the scan's snapshot vanished"),

@@ -72,12 +72,9 @@ impl Kvs {
     ) -> Result<Vec<Option<Bytes>>> {
         self.check_live()?;
         let snapshot = self.engine.take_snapshot();
-        keys.into_iter()
-            .map(|key| {
-                self.engine
-                    .get(&self.state, key.as_ref(), Some(snapshot.seqno()))
-            })
-            .collect()
+        let keys: Vec<K> = keys.into_iter().collect();
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.engine.multi_get(&self.state, &keys, snapshot.seqno())
     }
 
     /// Keys in `range`, in order; reverse with `.rev()`. Reads a consistent view taken now.

@@ -269,3 +269,62 @@ fn the_cache_keeps_only_versions_a_reader_can_reach() {
     drop(snapshot);
     assert_eq!(kvs.get(b"hot").unwrap(), None);
 }
+
+/// A cursor reads values ahead in batches: small at first and doubling, or exactly what the
+/// caller said it will take; a keys-only cursor reads none.
+#[test]
+fn scans_read_ahead_in_batches_sized_by_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || Options {
+        cache_bytes: 0,
+        ..small_options()
+    };
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        let kvs = db.kvs("t").unwrap();
+        for index in 0..1000u32 {
+            kvs.put(format!("k{index:04}"), vec![index as u8; 300])
+                .unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let device_reads = || db.stats().get_device_reads;
+    let scan = |cursor: shaledb::Iter, take: usize| {
+        let before = device_reads();
+        let got: Vec<_> = cursor.take(take).map(Result::unwrap).collect();
+        assert_eq!(got.len(), take);
+        for (key, value) in &got {
+            let index: u32 = std::str::from_utf8(&key[1..]).unwrap().parse().unwrap();
+            assert_eq!(&value[..], &[index as u8; 300][..]);
+        }
+        device_reads() - before
+    };
+    assert_eq!(
+        scan(kvs.range(&b"k0100"[..]..), 10),
+        12,
+        "batches of 4, then 8"
+    );
+    assert_eq!(scan(kvs.range(&b"k0200"[..]..).will_take(10), 10), 10);
+    assert_eq!(scan(kvs.range(&b"k0300"[..]..).will_take(100), 100), 100);
+    assert_eq!(
+        scan(kvs.range(&b"k0500"[..]..).will_take(10), 20),
+        22,
+        "10, then 4, then 8"
+    );
+    let before = device_reads();
+    let mut reverse = kvs.range(..&b"k0900"[..]).will_take(5);
+    for index in (895..900u32).rev() {
+        let (key, _) = reverse.next_back().unwrap().unwrap();
+        assert_eq!(key, format!("k{index:04}").as_bytes());
+    }
+    assert_eq!(
+        device_reads() - before,
+        5,
+        "the back end reads ahead the same way"
+    );
+    let before = device_reads();
+    assert_eq!(kvs.range(&b"k0"[..]..).keys().take(500).count(), 500);
+    assert_eq!(device_reads(), before, "a keys-only cursor reads no values");
+}

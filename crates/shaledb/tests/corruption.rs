@@ -75,6 +75,23 @@ fn flipped_byte_in_a_segment_is_reported_never_returned() {
     let victim = capacity_segments(dir.path())[0].clone();
     flip_byte(&victim, 100_000);
     let db = Db::open(dir.path(), small_options()).unwrap();
+    // Scans and multi-gets read values in batches: the damage stops them with an error there
+    // too, never skipped, and everything they return before it is exact.
+    let kvs = db.kvs("t").unwrap();
+    let mut scan_error = None;
+    for item in kvs.iter() {
+        match item {
+            Ok((key, value)) => assert_eq!(model.get(&key[..]), Some(&value.to_vec())),
+            Err(error) => {
+                scan_error = Some(error);
+                break;
+            }
+        }
+    }
+    let scan_error = scan_error.expect("a scan over every key meets the damaged record");
+    assert_eq!(scan_error.kind(), ErrorKind::Corruption, "{scan_error}");
+    let multi_get_error = kvs.multi_get(model.keys()).unwrap_err();
+    assert_eq!(multi_get_error.kind(), ErrorKind::Corruption);
     let (exact, _, corrupt) = audit(&db, &model);
     assert!(exact > 1500, "undamaged data stays readable");
     assert!(corrupt >= 1, "the damaged record is reported on read");

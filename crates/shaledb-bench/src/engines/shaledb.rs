@@ -49,7 +49,7 @@ impl Engine for ShaleEngine {
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
         let mut read = 0;
-        for item in self.kvs.range(start..).take(count) {
+        for item in self.kvs.range(start..).will_take(count).take(count) {
             let (key, value) = item?;
             visit(&key, &value);
             read += 1;

@@ -130,41 +130,72 @@ impl SegmentFile {
         len: usize,
         purpose: ReadPurpose,
     ) -> Result<usize> {
-        let window = &mut buf.window_mut()[..len];
-        let mut done = 0;
-        while done < window.len() {
-            match self.file.read_at(&mut window[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(read) => done += read,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(error) => {
-                    return Err(Error::io(
-                        format!("read {} at {offset}", self.path.display()),
-                        error,
-                    ))
-                }
-            }
-        }
+        let done = self
+            .fill(&mut buf.window_mut()[..len], offset, 0)
+            .map_err(|error| self.read_error(offset, error))?;
         buf.set_len(done);
         self.counters.add_read(purpose, done as u64);
         Ok(done)
     }
 
-    /// Reads exactly `len` bytes at any `offset` with one aligned device read of the fewest
-    /// sectors (or pages) that hold them.
-    pub fn read_exact_at(&self, offset: u64, len: usize, purpose: ReadPurpose) -> Result<Bytes> {
+    /// Fills `window` (read at `offset`) from byte `done` on, retrying interrupted and short
+    /// reads; returns the bytes it holds, short only at the end of the file.
+    pub(super) fn fill(
+        &self,
+        window: &mut [u8],
+        offset: u64,
+        mut done: usize,
+    ) -> std::io::Result<usize> {
+        while done < window.len() {
+            match self.file.read_at(&mut window[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(read) => done += read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(done)
+    }
+
+    pub(super) fn read_error(&self, offset: u64, error: std::io::Error) -> Error {
+        Error::io(format!("read {} at {offset}", self.path.display()), error)
+    }
+
+    pub(super) fn count_read(&self, purpose: ReadPurpose, bytes: usize) {
+        self.counters.add_read(purpose, bytes as u64);
+    }
+
+    pub(super) fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.file.raw_fd()
+    }
+
+    /// The fewest aligned blocks that hold `len` bytes at `offset`: their offset and length,
+    /// and where the bytes start inside them.
+    pub(super) fn aligned_span(&self, offset: u64, len: usize) -> (u64, usize, usize) {
         let align = self.read_align as u64;
         let aligned = offset / align * align;
         let skip = (offset - aligned) as usize;
         let aligned_len = ((skip + len) as u64).div_ceil(align) * align;
-        let mut buf = AlignedBuf::zeroed(aligned_len as usize);
-        let read = self.read_aligned(aligned, &mut buf, aligned_len as usize, purpose)?;
+        (aligned, aligned_len as usize, skip)
+    }
+
+    /// The error for a record that the file ends inside of.
+    pub(super) fn past_end(&self, offset: u64, len: usize) -> Error {
+        Error::corruption(
+            &self.path,
+            offset,
+            format!("record of {len} bytes runs past the end of the file"),
+        )
+    }
+
+    /// Reads exactly `len` bytes at any `offset` with one aligned device read of the fewest
+    /// sectors (or pages) that hold them.
+    pub fn read_exact_at(&self, offset: u64, len: usize, purpose: ReadPurpose) -> Result<Bytes> {
+        let (aligned, aligned_len, skip) = self.aligned_span(offset, len);
+        let mut buf = AlignedBuf::zeroed(aligned_len);
+        let read = self.read_aligned(aligned, &mut buf, aligned_len, purpose)?;
         if read < skip + len {
-            return Err(Error::corruption(
-                &self.path,
-                offset,
-                format!("record of {len} bytes runs past the end of the file"),
-            ));
+            return Err(self.past_end(offset, len));
         }
         Ok(buf.into_bytes(skip..skip + len))
     }

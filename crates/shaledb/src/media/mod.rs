@@ -6,13 +6,16 @@
 //! Where the file system refuses O_DIRECT (tmpfs, some overlay file systems) the file falls back
 //! to buffered I/O with `fdatasync`, and a warning says so once per process.
 
+mod batch;
 mod buf;
 mod class;
 mod counters;
 mod dir;
 mod file;
 mod storage;
+mod uring;
 
+pub use batch::{read_exact_batch, ExactRead};
 pub use buf::{round_down_to_page, round_up_to_page, AlignedBuf};
 pub use class::MediaClass;
 pub use counters::{MediaCounters, ReadPurpose, WritePurpose};

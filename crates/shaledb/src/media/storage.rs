@@ -16,6 +16,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,11 @@ pub trait StorageFile: Send + Sync {
     fn len_bytes(&self) -> io::Result<u64>;
     /// Whether I/O bypasses the page cache (O_DIRECT).
     fn is_direct(&self) -> bool;
+    /// The OS file descriptor, if reads may go to the kernel directly (io_uring batches). A
+    /// storage that answers `None` gets the same batches as one `read_at` after another.
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 /// Where segment files are created and opened.
@@ -131,5 +137,9 @@ impl StorageFile for OsFile {
 
     fn is_direct(&self) -> bool {
         self.direct
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.file.as_raw_fd())
     }
 }

@@ -6,9 +6,11 @@ use super::kvs_set::KvsState;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::index::Entry;
-use crate::media::ReadPurpose;
+use crate::media::{read_exact_batch, ExactRead, ReadPurpose};
 use crate::record::{self, validate_key};
+use crate::segment::SegmentMeta;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// A read that finds its segment freed (the cleaner moved the record) looks the key up again;
 /// more than this many times in a row means something is wrong.
@@ -40,6 +42,37 @@ impl Store {
         })
     }
 
+    /// The values of `keys` in `kvs` at snapshot `at`, with their device reads in flight together.
+    pub fn multi_get(&self, kvs: &KvsState, keys: &[&[u8]], at: u64) -> Result<Vec<Option<Bytes>>> {
+        for key in keys {
+            validate_key(key)?;
+        }
+        self.counters.gets.add(keys.len() as u64);
+        let entries: Vec<Option<Entry>> = {
+            let index = kvs.index.read();
+            keys.iter().map(|key| index.get_at(key, at)).collect()
+        };
+        let versions: Vec<(&[u8], Entry)> = keys
+            .iter()
+            .zip(&entries)
+            .filter_map(|(key, entry)| entry.map(|entry| (*key, entry)))
+            .collect();
+        let mut read = self
+            .read_values(kvs.id, &versions, ReadPurpose::Get)
+            .into_iter();
+        let mut values = Vec::with_capacity(keys.len());
+        for (key, entry) in keys.iter().zip(&entries) {
+            values.push(match (entry, read.next()) {
+                (None, _) => None,
+                (Some(_), Some(Ok(Some(value)))) => Some(value),
+                (Some(_), Some(Err(error))) => return Err(error),
+                // Moved by the cleaner meanwhile: look it up again.
+                (Some(_), _) => self.get(kvs, key, Some(at))?,
+            });
+        }
+        Ok(values)
+    }
+
     /// Reads the value of the version `entry` of `key`: from the cache, the write buffer, or
     /// one device read. `Ok(None)` means its segment was freed meanwhile: look the key up again.
     pub fn read_value(
@@ -49,36 +82,102 @@ impl Store {
         entry: Entry,
         purpose: ReadPurpose,
     ) -> Result<Option<Bytes>> {
+        let segment = match self.find_value(kvs_id, key, entry)? {
+            Found::Value(value) => return Ok(Some(value)),
+            Found::Moved => return Ok(None),
+            Found::OnDevice(segment) => segment,
+        };
+        let location = entry.location;
+        let bytes = segment.file.read_exact_at(
+            u64::from(location.offset),
+            location.len as usize,
+            purpose,
+        )?;
+        self.checked_value(&segment, kvs_id, key, entry, &bytes)
+            .map(Some)
+    }
+
+    /// The values of several versions (a scan's next keys, a multi-get's keys), as
+    /// [`Store::read_value`] reads one, but with every device read of the batch in flight at once.
+    pub fn read_values(
+        &self,
+        kvs_id: u32,
+        versions: &[(&[u8], Entry)],
+        purpose: ReadPurpose,
+    ) -> Vec<Result<Option<Bytes>>> {
+        let mut results: Vec<Result<Option<Bytes>>> = Vec::with_capacity(versions.len());
+        let mut on_device = Vec::new();
+        for (index, &(key, entry)) in versions.iter().enumerate() {
+            results.push(match self.find_value(kvs_id, key, entry) {
+                Ok(Found::OnDevice(segment)) => {
+                    on_device.push((index, segment));
+                    Ok(None)
+                }
+                Ok(Found::Value(value)) => Ok(Some(value)),
+                Ok(Found::Moved) => Ok(None),
+                Err(error) => Err(error),
+            });
+        }
+        let reads: Vec<ExactRead<'_>> = on_device
+            .iter()
+            .map(|(index, segment)| {
+                let location = versions[*index].1.location;
+                ExactRead {
+                    file: &segment.file,
+                    offset: u64::from(location.offset),
+                    len: location.len as usize,
+                }
+            })
+            .collect();
+        let read = read_exact_batch(&reads, purpose);
+        for ((index, segment), bytes) in on_device.iter().zip(read) {
+            let (key, entry) = versions[*index];
+            results[*index] = bytes
+                .and_then(|bytes| self.checked_value(segment, kvs_id, key, entry, &bytes))
+                .map(Some);
+        }
+        results
+    }
+
+    /// Where the value of `entry` is: in DRAM (the cache or a write buffer), gone with its freed
+    /// segment, or to be read from the device.
+    fn find_value(&self, kvs_id: u32, key: &[u8], entry: Entry) -> Result<Found> {
         if let Some(value) = self.cache.get(entry.seqno) {
             self.counters.cache_hits.add(1);
-            return Ok(Some(value));
+            return Ok(Found::Value(value));
         }
         self.counters.cache_misses.add(1);
+        let Some(segment) = self.segments.get(entry.location.segment) else {
+            return Ok(Found::Moved);
+        };
+        if let Some(bytes) = self.heads.read_buffered(&segment, entry.location) {
+            self.counters.write_buffer_hits.add(1);
+            return self
+                .checked_value(&segment, kvs_id, key, entry, &bytes)
+                .map(Found::Value);
+        }
+        self.counters.get_device_reads.add(1);
+        Ok(Found::OnDevice(segment))
+    }
+
+    /// The value of the record `bytes` read for `entry`, once it decodes and is the version the
+    /// index expects; else a `Corruption` that quarantines the segment. Caches the value.
+    fn checked_value(
+        &self,
+        segment: &SegmentMeta,
+        kvs_id: u32,
+        key: &[u8],
+        entry: Entry,
+        bytes: &[u8],
+    ) -> Result<Bytes> {
         let location = entry.location;
-        let Some(segment) = self.segments.get(location.segment) else {
-            return Ok(None);
-        };
-        let bytes = match self.heads.read_buffered(&segment, location) {
-            Some(bytes) => {
-                self.counters.write_buffer_hits.add(1);
-                bytes
-            }
-            None => {
-                self.counters.get_device_reads.add(1);
-                segment.file.read_exact_at(
-                    u64::from(location.offset),
-                    location.len as usize,
-                    purpose,
-                )?
-            }
-        };
         let corrupt = |detail: String| {
             let error = Error::corruption(segment.path(), u64::from(location.offset), detail);
             segment.quarantine();
             self.note_corruption(&error);
             error
         };
-        let record = record::decode(&bytes)
+        let record = record::decode(bytes)
             .map_err(|error| corrupt(format!("record failed validation: {error:?}")))?;
         if !record.kind.has_value()
             || record.kvs_id != kvs_id
@@ -92,6 +191,12 @@ impl Store {
         }
         let value = Bytes::copy_from_slice(record.value);
         self.cache.insert(entry.seqno, value.clone());
-        Ok(Some(value))
+        Ok(value)
     }
+}
+
+enum Found {
+    Value(Bytes),
+    Moved,
+    OnDevice(Arc<SegmentMeta>),
 }
