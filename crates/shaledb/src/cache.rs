@@ -1,25 +1,74 @@
-//! The value cache: DRAM copies of recently read values, under one byte budget shared by all
-//! KVSs. Keyed by sequence number, which names one version of one key for the life of a KVDB
-//! (records the cleaner moves keep theirs), so a moved record needs no invalidation.
+//! The value cache: DRAM copies of recently read and written values, under one byte budget
+//! shared by all KVSs. Keyed by KVS and key, so a hot key stays hot across its updates (each new
+//! version replaces the old one in place, keeping the frequency that quick_cache's admission
+//! has learned for the key). Each entry names the version it holds by seqno, and a read takes it
+//! only for exactly that version: a stale or other version is a miss, never a wrong value.
+//! Seqnos name one version of one key for the life of a KVDB (records the cleaner moves keep
+//! theirs), so a moved record needs no invalidation.
 
 use bytes::Bytes;
 use quick_cache::sync::Cache;
-use quick_cache::Weighter;
+use quick_cache::{Equivalent, Weighter};
+use std::hash::{Hash, Hasher};
 
-/// Per-entry bookkeeping the cache spends beyond the value bytes, counted against the budget.
+/// Per-entry bookkeeping the cache spends beyond the key and value bytes, counted against the
+/// budget.
 const ENTRY_OVERHEAD_BYTES: u64 = 64;
 
-#[derive(Clone)]
-struct ValueWeighter;
+/// A key of one KVS, owned by the cache.
+#[derive(Clone, PartialEq, Eq)]
+struct CacheKey {
+    kvs_id: u32,
+    key: Box<[u8]>,
+}
 
-impl Weighter<u64, Bytes> for ValueWeighter {
-    fn weight(&self, _seqno: &u64, value: &Bytes) -> u64 {
-        value.len() as u64 + ENTRY_OVERHEAD_BYTES
+/// The same, borrowed, to look up without allocating.
+struct KeyRef<'a> {
+    kvs_id: u32,
+    key: &'a [u8],
+}
+
+impl Hash for CacheKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        KeyRef {
+            kvs_id: self.kvs_id,
+            key: &self.key,
+        }
+        .hash(state);
+    }
+}
+
+impl Hash for KeyRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.kvs_id.hash(state);
+        self.key.hash(state);
+    }
+}
+
+impl Equivalent<CacheKey> for KeyRef<'_> {
+    fn equivalent(&self, owned: &CacheKey) -> bool {
+        self.kvs_id == owned.kvs_id && self.key == &owned.key[..]
+    }
+}
+
+/// One version's value.
+#[derive(Clone)]
+struct Version {
+    seqno: u64,
+    value: Bytes,
+}
+
+#[derive(Clone)]
+struct VersionWeighter;
+
+impl Weighter<CacheKey, Version> for VersionWeighter {
+    fn weight(&self, key: &CacheKey, version: &Version) -> u64 {
+        (key.key.len() + version.value.len()) as u64 + ENTRY_OVERHEAD_BYTES
     }
 }
 
 pub struct ValueCache {
-    cache: Option<Cache<u64, Bytes, ValueWeighter>>,
+    cache: Option<Cache<CacheKey, Version, VersionWeighter>>,
     budget_bytes: u64,
 }
 
@@ -27,7 +76,7 @@ impl ValueCache {
     pub fn new(budget_bytes: u64) -> Self {
         let cache = (budget_bytes > 0).then(|| {
             let estimated_items = (budget_bytes / 1024).clamp(16, 1 << 24) as usize;
-            Cache::with_weighter(estimated_items, budget_bytes, ValueWeighter)
+            Cache::with_weighter(estimated_items, budget_bytes, VersionWeighter)
         });
         ValueCache {
             cache,
@@ -35,19 +84,37 @@ impl ValueCache {
         }
     }
 
-    pub fn get(&self, seqno: u64) -> Option<Bytes> {
-        self.cache.as_ref()?.get(&seqno)
+    /// The value of version `seqno` of `key`, if that exact version is cached.
+    pub fn get(&self, kvs_id: u32, key: &[u8], seqno: u64) -> Option<Bytes> {
+        let version = self.cache.as_ref()?.get(&KeyRef { kvs_id, key })?;
+        (version.seqno == seqno).then_some(version.value)
     }
 
-    pub fn insert(&self, seqno: u64, value: Bytes) {
-        if let Some(cache) = &self.cache {
-            cache.insert(seqno, value);
+    /// Caches version `seqno` of `key`, unless a newer version of it is cached already (a read
+    /// at an old snapshot does not displace the current value).
+    pub fn insert(&self, kvs_id: u32, key: &[u8], seqno: u64, value: Bytes) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        let lookup = KeyRef { kvs_id, key };
+        if cache
+            .peek(&lookup)
+            .is_some_and(|cached| cached.seqno > seqno)
+        {
+            return;
         }
+        let owned = CacheKey {
+            kvs_id,
+            key: key.into(),
+        };
+        cache.insert(owned, Version { seqno, value });
     }
 
-    pub fn remove(&self, seqno: u64) {
+    /// Drops whatever version of `key` is cached (its key was deleted, or written without
+    /// caching).
+    pub fn remove(&self, kvs_id: u32, key: &[u8]) {
         if let Some(cache) = &self.cache {
-            cache.remove(&seqno);
+            cache.remove(&KeyRef { kvs_id, key });
         }
     }
 
@@ -67,28 +134,78 @@ mod tests {
     #[test]
     fn stays_within_budget() {
         let cache = ValueCache::new(64 << 10);
-        for seqno in 0..1000 {
-            cache.insert(seqno, Bytes::from(vec![0u8; 1000]));
+        for seqno in 0..1000u64 {
+            let key = seqno.to_be_bytes();
+            cache.insert(1, &key, seqno, Bytes::from(vec![0u8; 1000]));
         }
         assert!(cache.weight_bytes() <= 64 << 10);
-        assert!(cache.get(999).is_some() || cache.get(998).is_some());
+        let newest = |seqno: u64| cache.get(1, &seqno.to_be_bytes(), seqno).is_some();
+        assert!(newest(999) || newest(998));
     }
 
     #[test]
-    fn removed_versions_are_gone() {
+    fn only_the_exact_version_is_returned() {
         let cache = ValueCache::new(64 << 10);
-        cache.insert(1, Bytes::from_static(b"v1"));
-        cache.insert(2, Bytes::from_static(b"v2"));
-        cache.remove(1);
-        assert_eq!(cache.get(1), None);
-        assert_eq!(cache.get(2), Some(Bytes::from_static(b"v2")));
-        assert!(cache.weight_bytes() < 2 * (2 + ENTRY_OVERHEAD_BYTES));
+        cache.insert(1, b"k", 10, Bytes::from_static(b"v10"));
+        assert_eq!(cache.get(1, b"k", 10), Some(Bytes::from_static(b"v10")));
+        assert_eq!(cache.get(1, b"k", 9), None, "an older version is a miss");
+        assert_eq!(
+            cache.get(2, b"k", 10),
+            None,
+            "another KVS's key is another key"
+        );
+        cache.insert(1, b"k", 12, Bytes::from_static(b"v12"));
+        assert_eq!(
+            cache.get(1, b"k", 10),
+            None,
+            "an update replaces the version"
+        );
+        assert_eq!(cache.get(1, b"k", 12), Some(Bytes::from_static(b"v12")));
+        cache.insert(1, b"k", 11, Bytes::from_static(b"v11"));
+        assert_eq!(
+            cache.get(1, b"k", 12),
+            Some(Bytes::from_static(b"v12")),
+            "an old snapshot's read does not displace the newer version"
+        );
+        cache.remove(1, b"k");
+        assert_eq!(cache.get(1, b"k", 12), None);
+        assert!(cache.weight_bytes() == 0);
+    }
+
+    #[test]
+    fn a_hot_key_stays_cached_across_its_updates() {
+        // One-off keys stream through (far more than fit) while one key is read, then
+        // updated, after every ten of them. Keyed by version, as this cache was before, each
+        // update entered the cache as a new, cold entry and the streaming evicted it before the
+        // next read: 26 hits in 2,000. Keyed by key, the update replaces the value in place
+        // and the key keeps the frequency it earned.
+        let cache = ValueCache::new(64 << 10);
+        let value = || Bytes::from(vec![7u8; 500]);
+        let mut seqno = 0;
+        let mut hot_seqno = 0;
+        let mut hot_hits = 0;
+        for round in 0..20_000u64 {
+            seqno += 1;
+            cache.insert(1, &round.to_be_bytes(), seqno, value());
+            if round % 10 == 0 {
+                if cache.get(1, b"hot", hot_seqno).is_some() {
+                    hot_hits += 1;
+                }
+                seqno += 1;
+                hot_seqno = seqno;
+                cache.insert(1, b"hot", hot_seqno, value());
+            }
+        }
+        assert!(
+            hot_hits > 1900,
+            "the hot key was evicted: {hot_hits} hits of 2000"
+        );
     }
 
     #[test]
     fn zero_budget_disables_it() {
         let cache = ValueCache::new(0);
-        cache.insert(1, Bytes::from_static(b"v"));
-        assert_eq!(cache.get(1), None);
+        cache.insert(1, b"k", 1, Bytes::from_static(b"v"));
+        assert_eq!(cache.get(1, b"k", 1), None);
     }
 }

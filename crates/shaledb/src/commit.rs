@@ -202,14 +202,18 @@ impl Engine {
         drop(commit_order);
         self.store.space.note_appended(total_bytes as u64);
         drop(guards);
-        if self.options.cache_writes {
-            for (position, op) in ops.iter().enumerate() {
-                if op.kind == RecordKind::Put {
+        // A written key's cached value is replaced by the new one (so a hot key stays cached
+        // across updates), or dropped when writes are not cached or the key was deleted.
+        let cache = &self.store.cache;
+        for (position, op) in ops.iter().enumerate() {
+            match op.kind {
+                RecordKind::Put if self.options.cache_writes => {
                     let seqno = first_seqno + position as u64;
-                    self.store
-                        .cache
-                        .insert(seqno, Bytes::copy_from_slice(&op.value));
+                    let value = Bytes::copy_from_slice(&op.value);
+                    cache.insert(op.kvs.id, &op.key, seqno, value);
                 }
+                RecordKind::Put | RecordKind::Tombstone => cache.remove(op.kvs.id, &op.key),
+                RecordKind::PrefixTombstone | RecordKind::SnapshotCopy => {}
             }
         }
         let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();

@@ -59,12 +59,11 @@ impl Store {
     }
 
     /// Forgets a version that nothing points at any more: subtracts it from its segment's live
-    /// bytes and drops its cached value, which no reader can ask for again (left in, a key
-    /// updated often would fill the cache with its dead versions).
+    /// bytes. (Its cached value, if any, is replaced by the key's next version or dropped with
+    /// a delete by the commit path, or else ages out: the cache never serves another version.)
     pub fn free(&self, entry: Entry) {
         if let Some(segment) = self.segments.get(entry.location.segment) {
             segment.sub_live(u64::from(entry.location.len));
         }
-        self.cache.remove(entry.seqno);
     }
 }

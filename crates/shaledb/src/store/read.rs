@@ -142,7 +142,7 @@ impl Store {
     /// Where the value of `entry` is: in DRAM (the cache or a write buffer), gone with its freed
     /// segment, or to be read from the device.
     fn find_value(&self, kvs_id: u32, key: &[u8], entry: Entry) -> Result<Found> {
-        if let Some(value) = self.cache.get(entry.seqno) {
+        if let Some(value) = self.cache.get(kvs_id, key, entry.seqno) {
             self.counters.cache_hits.add(1);
             return Ok(Found::Value(value));
         }
@@ -190,7 +190,7 @@ impl Store {
             )));
         }
         let value = Bytes::copy_from_slice(record.value);
-        self.cache.insert(entry.seqno, value.clone());
+        self.cache.insert(kvs_id, key, entry.seqno, value.clone());
         Ok(value)
     }
 }
