@@ -7,11 +7,20 @@ use super::storage::{Storage, StorageFile};
 use crate::error::{Error, Result};
 use crate::limits::PAGE_BYTES;
 use bytes::Bytes;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The smallest unit any block device reads: direct reads try this alignment first.
 const SECTOR_BYTES: usize = 512;
+
+/// Records whose aligned blocks fit in this many bytes are read into a buffer each thread
+/// keeps (allocated and zeroed once; only ever read into, so its padding need not stay zero).
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
+thread_local! {
+    static READ_BUFFER: RefCell<Option<AlignedBuf>> = const { RefCell::new(None) };
+}
 
 /// One segment file on one media class.
 pub struct SegmentFile {
@@ -200,6 +209,33 @@ impl SegmentFile {
         Ok(buf.into_bytes(skip..skip + len))
     }
 
+    /// Reads exactly `len` bytes at any `offset`, as [`SegmentFile::read_exact_at`] does, into
+    /// this thread's read buffer, and hands them to `use_bytes`: a get allocates and zeroes
+    /// nothing to read its record. Records too large for the buffer get one of their own.
+    pub fn read_exact_with<T>(
+        &self,
+        offset: u64,
+        len: usize,
+        purpose: ReadPurpose,
+        use_bytes: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T> {
+        let (aligned, aligned_len, skip) = self.aligned_span(offset, len);
+        READ_BUFFER.with(|cell| {
+            // Busy only if `use_bytes` itself read a record (it does not); then read apart.
+            let borrowed = cell.try_borrow_mut();
+            let (Ok(mut slot), true) = (borrowed, aligned_len <= READ_BUFFER_BYTES) else {
+                let bytes = self.read_exact_at(offset, len, purpose)?;
+                return Ok(use_bytes(&bytes));
+            };
+            let buf = slot.get_or_insert_with(|| AlignedBuf::zeroed(READ_BUFFER_BYTES));
+            let read = self.read_aligned(aligned, buf, aligned_len, purpose)?;
+            if read < skip + len {
+                return Err(self.past_end(offset, len));
+            }
+            Ok(use_bytes(&buf.as_slice()[skip..skip + len]))
+        })
+    }
+
     pub fn len_bytes(&self) -> Result<u64> {
         self.file
             .len_bytes()
@@ -260,5 +296,46 @@ mod tests {
             blocks(8096, 8396) + (file_end - (file_end - 10) / align * align),
         );
         assert!(blocks(8096, 8396) < 2 * PAGE_BYTES as u64 || align == PAGE_BYTES as u64);
+    }
+
+    #[test]
+    fn reads_into_the_thread_buffer_match_fresh_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = Arc::new(MediaCounters::default());
+        let mut header = AlignedBuf::zeroed(PAGE_BYTES);
+        header.extend_from_slice(b"header");
+        let file = SegmentFile::create(
+            &crate::media::storage::OsStorage,
+            &dir.path().join("seg"),
+            true,
+            counters,
+            &header,
+            WritePurpose::Client,
+        )
+        .unwrap();
+        let pages = 40;
+        let pattern: Vec<u8> = (0..pages * PAGE_BYTES)
+            .map(|index| (index % 253) as u8)
+            .collect();
+        let mut data = AlignedBuf::zeroed(pages * PAGE_BYTES);
+        data.extend_from_slice(&pattern);
+        file.write_at(PAGE_BYTES as u64, data.padded(), WritePurpose::Client)
+            .unwrap();
+        // Large, then small (the buffer holds stale bytes past it), then one larger than the
+        // buffer, at unaligned offsets.
+        for (at, len) in [(5000, 30_000), (7, 3), (100, 100_000), (65_000, 1500)] {
+            let offset = (PAGE_BYTES + at) as u64;
+            let fresh = file.read_exact_at(offset, len, ReadPurpose::Get).unwrap();
+            let reused = file
+                .read_exact_with(offset, len, ReadPurpose::Get, <[u8]>::to_vec)
+                .unwrap();
+            assert_eq!(&fresh[..], &pattern[at..at + len]);
+            assert_eq!(reused, fresh.to_vec());
+        }
+        let end = ((pages + 1) * PAGE_BYTES) as u64;
+        let error = file
+            .read_exact_with(end - 10, 100, ReadPurpose::Get, |_| ())
+            .unwrap_err();
+        assert!(error.to_string().contains("runs past the end"), "{error}");
     }
 }

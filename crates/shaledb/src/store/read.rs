@@ -88,12 +88,14 @@ impl Store {
             Found::OnDevice(segment) => segment,
         };
         let location = entry.location;
-        let bytes = segment.file.read_exact_at(
-            u64::from(location.offset),
-            location.len as usize,
-            purpose,
-        )?;
-        self.checked_value(&segment, kvs_id, key, entry, &bytes)
+        segment
+            .file
+            .read_exact_with(
+                u64::from(location.offset),
+                location.len as usize,
+                purpose,
+                |bytes| self.checked_value(&segment, kvs_id, key, entry, bytes),
+            )?
             .map(Some)
     }
 
