@@ -115,6 +115,8 @@ impl Iter {
     /// Moves the front of the cursor to the first key at or after `key`.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
         self.front = End::new();
+        // The back end may have stopped at the old front: it must look again down to the new one.
+        self.back.exhausted = false;
         self.lower = Bound::Included(key.as_ref().to_vec());
         self.done = false;
     }
@@ -243,9 +245,10 @@ impl Iter {
             return None;
         }
         let value = match value {
-            None => Ok(Bytes::new()),
+            _ if !self.read_values => Ok(Bytes::new()),
             Some(Ok(Some(value))) => Ok(value),
-            Some(Ok(None)) => self.read_moved(&key),
+            // Moved by the cleaner since the index was read (or, never expected, not read ahead).
+            Some(Ok(None)) | None => self.read_moved(&key),
             Some(Err(error)) => Err(error),
         };
         let key = Bytes::from(Vec::from(key));
@@ -263,8 +266,7 @@ impl Iter {
         }
     }
 
-    /// The cleaner moved the record after the index was read: look it up again at the same
-    /// snapshot.
+    /// Reads the value of `key` on its own, looking it up again at the cursor's snapshot.
     fn read_moved(&self, key: &[u8]) -> Result<Bytes> {
         self.engine
             .get(&self.kvs, key, Some(self.snapshot_seqno()))?

@@ -156,6 +156,18 @@ fn cursors_forward_reverse_bounds_prefix_seek() {
     let (key, value) = seeking.next().unwrap().unwrap();
     assert_eq!(&key[..], b"key0450");
     assert_eq!(&value[..], &450u32.to_le_bytes());
+    // Both ends used, then the front seeks back behind where it was: the back end goes on
+    // down to the new front.
+    let mut turning = kvs.prefix(b"key000");
+    assert_eq!(&turning.next().unwrap().unwrap().0[..], b"key0000");
+    assert_eq!(&turning.next_back().unwrap().unwrap().0[..], b"key0009");
+    turning.seek(b"key0000");
+    let rest: Vec<_> = turning
+        .rev()
+        .map(|item| String::from_utf8(item.unwrap().0.to_vec()).unwrap())
+        .collect();
+    assert_eq!(rest.len(), 9, "{rest:?}");
+    assert_eq!(rest.last().unwrap(), "key0000");
     let mut key_cursor = kvs.prefix(b"key04").keys();
     key_cursor.seek(b"key0490");
     let tail: Vec<_> = key_cursor.map(|key| key.unwrap()).collect();
@@ -221,6 +233,16 @@ fn multi_get_and_batches_across_kvs() {
     db.write(batch).unwrap();
     let got = a.multi_get([&b"x"[..], b"z", b"y"]).unwrap();
     assert_eq!(got, vec![Some(bytes::Bytes::from_static(b"1")), None, None]);
+    // Absent keys before, between and after present ones keep every value in its place.
+    a.put(b"w", b"4").unwrap();
+    let got = a
+        .multi_get([&b"none"[..], b"x", b"z", b"w", b"x", b"y"])
+        .unwrap();
+    let value = |v: &'static [u8]| Some(bytes::Bytes::from_static(v));
+    assert_eq!(
+        got,
+        vec![None, value(b"1"), None, value(b"4"), value(b"1"), None]
+    );
     assert_eq!(b.get(b"y").unwrap().as_deref(), Some(&b"2"[..]));
 }
 

@@ -51,10 +51,20 @@ fn read_batch(reads: &[ExactRead<'_>], purpose: ReadPurpose, use_ring: bool) -> 
     for ((span, mut buf), outcome) in spans.iter().zip(bufs).zip(outcomes) {
         let read = match outcome {
             Ok(read) => read,
-            Err(error) => {
+            Err(error) if span.members.len() == 1 => {
+                let member = span.members[0];
+                results[member] = Some(Err(span.file.read_error(reads[member].offset, error)));
+                continue;
+            }
+            Err(_) => {
+                // The failed bytes may lie in a gap between the records, or in one of them:
+                // each is read alone, so each result is its own, named at its own offset.
                 for &member in &span.members {
-                    let copy = io::Error::new(error.kind(), error.to_string());
-                    results[member] = Some(Err(span.file.read_error(span.offset, copy)));
+                    let wanted = &reads[member];
+                    let alone = wanted
+                        .file
+                        .read_exact_at(wanted.offset, wanted.len, purpose);
+                    results[member] = Some(alone);
                 }
                 continue;
             }
@@ -240,6 +250,114 @@ mod tests {
         for (read, result) in reads.iter().zip(results) {
             let start = read.offset as usize - PAGE_BYTES;
             assert_eq!(&result.unwrap()[..], &data[start..start + 77]);
+        }
+    }
+
+    /// A file system whose files fail every read that touches one byte.
+    #[derive(Debug)]
+    struct BadSector(u64);
+
+    struct BadSectorFile {
+        file: std::fs::File,
+        bad: u64,
+    }
+
+    impl crate::media::storage::Storage for BadSector {
+        fn create(
+            &self,
+            path: &std::path::Path,
+            _direct_io: bool,
+        ) -> io::Result<Box<dyn crate::media::storage::StorageFile>> {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path)?;
+            Ok(Box::new(BadSectorFile { file, bad: self.0 }))
+        }
+
+        fn open(
+            &self,
+            _path: &std::path::Path,
+            _direct_io: bool,
+            _writable: bool,
+        ) -> io::Result<Box<dyn crate::media::storage::StorageFile>> {
+            unreachable!("the test only creates")
+        }
+    }
+
+    impl crate::media::storage::StorageFile for BadSectorFile {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            use std::os::unix::fs::FileExt;
+            if (offset..offset + buf.len() as u64).contains(&self.bad) {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            self.file.read_at(buf, offset)
+        }
+
+        fn write_all_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+            use std::os::unix::fs::FileExt;
+            self.file.write_all_at(data, offset)
+        }
+
+        fn sync_data(&self) -> io::Result<()> {
+            self.file.sync_data()
+        }
+
+        fn len_bytes(&self) -> io::Result<u64> {
+            Ok(self.file.metadata()?.len())
+        }
+
+        fn is_direct(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_failed_merged_read_fails_only_the_records_on_the_bad_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let page = PAGE_BYTES as u64;
+        let bad = page + 2500;
+        let mut header = AlignedBuf::zeroed(PAGE_BYTES);
+        header.extend_from_slice(b"header");
+        let file = SegmentFile::create(
+            &BadSector(bad),
+            &dir.path().join("seg"),
+            false,
+            Arc::new(MediaCounters::default()),
+            &header,
+            WritePurpose::Client,
+        )
+        .unwrap();
+        let mut data = AlignedBuf::zeroed(2 * PAGE_BYTES);
+        data.extend_from_slice(&[9u8; 2 * PAGE_BYTES]);
+        file.write_at(page, data.padded(), WritePurpose::Client)
+            .unwrap();
+        // Two records around the bad byte (merged into one read over it), one on it.
+        let reads = [
+            ExactRead {
+                file: &file,
+                offset: page + 1000,
+                len: 500,
+            },
+            ExactRead {
+                file: &file,
+                offset: page + 2400,
+                len: 200,
+            },
+            ExactRead {
+                file: &file,
+                offset: page + 4000,
+                len: 500,
+            },
+        ];
+        assert_eq!(merge(&reads).len(), 1);
+        for use_ring in [true, false] {
+            let results = read_batch(&reads, ReadPurpose::Scan, use_ring);
+            assert_eq!(&results[0].as_ref().unwrap()[..], &[9u8; 500][..]);
+            assert_eq!(&results[2].as_ref().unwrap()[..], &[9u8; 500][..]);
+            let error = results[1].as_ref().unwrap_err().to_string();
+            assert!(error.contains(&format!("at {}", page + 2400)), "{error}");
         }
     }
 }

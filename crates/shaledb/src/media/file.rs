@@ -129,19 +129,19 @@ impl SegmentFile {
         debug_assert_eq!(offset % PAGE_BYTES as u64, 0);
         let len = buf.capacity();
         self.read_aligned(offset, buf, len, purpose)
+            .map_err(|error| self.read_error(offset, error))
     }
 
-    /// Reads `len` bytes at `offset` (both aligned to `read_align`) into the start of `buf`.
+    /// Reads `len` bytes at `offset` (both aligned to `read_align`) into the start of `buf`;
+    /// the caller names the error by what it was reading.
     fn read_aligned(
         &self,
         offset: u64,
         buf: &mut AlignedBuf,
         len: usize,
         purpose: ReadPurpose,
-    ) -> Result<usize> {
-        let done = self
-            .fill(&mut buf.window_mut()[..len], offset, 0)
-            .map_err(|error| self.read_error(offset, error))?;
+    ) -> std::io::Result<usize> {
+        let done = self.fill(&mut buf.window_mut()[..len], offset, 0)?;
         buf.set_len(done);
         self.counters.add_read(purpose, done as u64);
         Ok(done)
@@ -202,7 +202,9 @@ impl SegmentFile {
     pub fn read_exact_at(&self, offset: u64, len: usize, purpose: ReadPurpose) -> Result<Bytes> {
         let (aligned, aligned_len, skip) = self.aligned_span(offset, len);
         let mut buf = AlignedBuf::zeroed(aligned_len);
-        let read = self.read_aligned(aligned, &mut buf, aligned_len, purpose)?;
+        let read = self
+            .read_aligned(aligned, &mut buf, aligned_len, purpose)
+            .map_err(|error| self.read_error(offset, error))?;
         if read < skip + len {
             return Err(self.past_end(offset, len));
         }
@@ -228,7 +230,9 @@ impl SegmentFile {
                 return Ok(use_bytes(&bytes));
             };
             let buf = slot.get_or_insert_with(|| AlignedBuf::zeroed(READ_BUFFER_BYTES));
-            let read = self.read_aligned(aligned, buf, aligned_len, purpose)?;
+            let read = self
+                .read_aligned(aligned, buf, aligned_len, purpose)
+                .map_err(|error| self.read_error(offset, error))?;
             if read < skip + len {
                 return Err(self.past_end(offset, len));
             }

@@ -62,12 +62,16 @@ impl Store {
             .into_iter();
         let mut values = Vec::with_capacity(keys.len());
         for (key, entry) in keys.iter().zip(&entries) {
-            values.push(match (entry, read.next()) {
-                (None, _) => None,
-                (Some(_), Some(Ok(Some(value)))) => Some(value),
-                (Some(_), Some(Err(error))) => return Err(error),
+            if entry.is_none() {
+                values.push(None);
+                continue;
+            }
+            // `read` holds one result per key the index found, in order.
+            values.push(match read.next() {
+                Some(Ok(Some(value))) => Some(value),
+                Some(Err(error)) => return Err(error),
                 // Moved by the cleaner meanwhile: look it up again.
-                (Some(_), _) => self.get(kvs, key, Some(at))?,
+                Some(Ok(None)) | None => self.get(kvs, key, Some(at))?,
             });
         }
         Ok(values)
