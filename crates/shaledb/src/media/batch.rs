@@ -169,30 +169,14 @@ fn perform(spans: &[Span<'_>], bufs: &mut [AlignedBuf], use_ring: bool) -> Vec<i
 mod tests {
     use super::*;
     use crate::limits::PAGE_BYTES;
-    use crate::media::counters::{MediaCounters, WritePurpose};
-    use crate::media::storage::OsStorage;
-    use std::sync::Arc;
+    use crate::media::file::testing::segment_with;
+    use crate::media::storage::{OsStorage, Storage, StorageFile};
 
     fn pattern_file(dir: &std::path::Path, name: &str, pages: usize) -> (SegmentFile, Vec<u8>) {
-        let counters = Arc::new(MediaCounters::default());
-        let mut header = AlignedBuf::zeroed(PAGE_BYTES);
-        header.extend_from_slice(name.as_bytes());
-        let file = SegmentFile::create(
-            &OsStorage,
-            &dir.join(name),
-            true,
-            counters,
-            &header,
-            WritePurpose::Client,
-        )
-        .unwrap();
-        let mut data = AlignedBuf::zeroed(pages * PAGE_BYTES);
         let pattern: Vec<u8> = (0..pages * PAGE_BYTES)
             .map(|index| (index % 251) as u8 ^ name.as_bytes()[0])
             .collect();
-        data.extend_from_slice(&pattern);
-        file.write_at(PAGE_BYTES as u64, data.padded(), WritePurpose::Client)
-            .unwrap();
+        let (file, _) = segment_with(&OsStorage, &dir.join(name), &pattern);
         (file, pattern)
     }
 
@@ -253,42 +237,28 @@ mod tests {
         }
     }
 
-    /// A file system whose files fail every read that touches one byte.
+    /// The OS file system, with files that fail every read touching one byte.
     #[derive(Debug)]
     struct BadSector(u64);
 
     struct BadSectorFile {
-        file: std::fs::File,
+        file: Box<dyn StorageFile>,
         bad: u64,
     }
 
-    impl crate::media::storage::Storage for BadSector {
-        fn create(
-            &self,
-            path: &std::path::Path,
-            _direct_io: bool,
-        ) -> io::Result<Box<dyn crate::media::storage::StorageFile>> {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(path)?;
+    impl Storage for BadSector {
+        fn create(&self, path: &std::path::Path, _: bool) -> io::Result<Box<dyn StorageFile>> {
+            let file = OsStorage.create(path, false)?;
             Ok(Box::new(BadSectorFile { file, bad: self.0 }))
         }
 
-        fn open(
-            &self,
-            _path: &std::path::Path,
-            _direct_io: bool,
-            _writable: bool,
-        ) -> io::Result<Box<dyn crate::media::storage::StorageFile>> {
+        fn open(&self, _: &std::path::Path, _: bool, _: bool) -> io::Result<Box<dyn StorageFile>> {
             unreachable!("the test only creates")
         }
     }
 
-    impl crate::media::storage::StorageFile for BadSectorFile {
+    impl StorageFile for BadSectorFile {
         fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            use std::os::unix::fs::FileExt;
             if (offset..offset + buf.len() as u64).contains(&self.bad) {
                 return Err(io::Error::from_raw_os_error(libc::EIO));
             }
@@ -296,7 +266,6 @@ mod tests {
         }
 
         fn write_all_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-            use std::os::unix::fs::FileExt;
             self.file.write_all_at(data, offset)
         }
 
@@ -305,11 +274,11 @@ mod tests {
         }
 
         fn len_bytes(&self) -> io::Result<u64> {
-            Ok(self.file.metadata()?.len())
+            self.file.len_bytes()
         }
 
         fn is_direct(&self) -> bool {
-            false
+            self.file.is_direct()
         }
     }
 
@@ -318,21 +287,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let page = PAGE_BYTES as u64;
         let bad = page + 2500;
-        let mut header = AlignedBuf::zeroed(PAGE_BYTES);
-        header.extend_from_slice(b"header");
-        let file = SegmentFile::create(
+        let (file, _) = segment_with(
             &BadSector(bad),
             &dir.path().join("seg"),
-            false,
-            Arc::new(MediaCounters::default()),
-            &header,
-            WritePurpose::Client,
-        )
-        .unwrap();
-        let mut data = AlignedBuf::zeroed(2 * PAGE_BYTES);
-        data.extend_from_slice(&[9u8; 2 * PAGE_BYTES]);
-        file.write_at(page, data.padded(), WritePurpose::Client)
-            .unwrap();
+            &[9u8; 2 * PAGE_BYTES],
+        );
         // Two records around the bad byte (merged into one read over it), one on it.
         let reads = [
             ExactRead {

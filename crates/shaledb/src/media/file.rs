@@ -248,31 +248,52 @@ impl SegmentFile {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod testing {
     use super::*;
 
-    #[test]
-    fn unaligned_reads_return_exact_bytes() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A new segment file on `storage` (direct I/O where it allows) holding a header page, then
+    /// `data` (whole pages); and its counters.
+    pub fn segment_with(
+        storage: &dyn Storage,
+        path: &Path,
+        data: &[u8],
+    ) -> (SegmentFile, Arc<MediaCounters>) {
         let counters = Arc::new(MediaCounters::default());
         let mut header = AlignedBuf::zeroed(PAGE_BYTES);
         header.extend_from_slice(b"header");
         let file = SegmentFile::create(
-            &crate::media::storage::OsStorage,
-            &dir.path().join("seg"),
+            storage,
+            path,
             true,
             counters.clone(),
             &header,
             WritePurpose::Client,
         )
         .unwrap();
-        let mut data = AlignedBuf::zeroed(3 * PAGE_BYTES);
+        let mut buf = AlignedBuf::zeroed(data.len());
+        buf.extend_from_slice(data);
+        file.write_at(PAGE_BYTES as u64, buf.padded(), WritePurpose::Client)
+            .unwrap();
+        (file, counters)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::segment_with;
+    use super::*;
+
+    #[test]
+    fn unaligned_reads_return_exact_bytes() {
+        let dir = tempfile::tempdir().unwrap();
         let pattern: Vec<u8> = (0..3 * PAGE_BYTES)
             .map(|index| (index % 251) as u8)
             .collect();
-        data.extend_from_slice(&pattern);
-        file.write_at(PAGE_BYTES as u64, data.padded(), WritePurpose::Client)
-            .unwrap();
+        let (file, counters) = segment_with(
+            &crate::media::storage::OsStorage,
+            &dir.path().join("seg"),
+            &pattern,
+        );
         let got = file
             .read_exact_at(PAGE_BYTES as u64 + 4000, 300, ReadPurpose::Get)
             .unwrap();
@@ -305,26 +326,15 @@ mod tests {
     #[test]
     fn reads_into_the_thread_buffer_match_fresh_reads() {
         let dir = tempfile::tempdir().unwrap();
-        let counters = Arc::new(MediaCounters::default());
-        let mut header = AlignedBuf::zeroed(PAGE_BYTES);
-        header.extend_from_slice(b"header");
-        let file = SegmentFile::create(
-            &crate::media::storage::OsStorage,
-            &dir.path().join("seg"),
-            true,
-            counters,
-            &header,
-            WritePurpose::Client,
-        )
-        .unwrap();
         let pages = 40;
         let pattern: Vec<u8> = (0..pages * PAGE_BYTES)
             .map(|index| (index % 253) as u8)
             .collect();
-        let mut data = AlignedBuf::zeroed(pages * PAGE_BYTES);
-        data.extend_from_slice(&pattern);
-        file.write_at(PAGE_BYTES as u64, data.padded(), WritePurpose::Client)
-            .unwrap();
+        let (file, _) = segment_with(
+            &crate::media::storage::OsStorage,
+            &dir.path().join("seg"),
+            &pattern,
+        );
         // Large, then small (the buffer holds stale bytes past it), then one larger than the
         // buffer, at unaligned offsets.
         for (at, len) in [(5000, 30_000), (7, 3), (100, 100_000), (65_000, 1500)] {
