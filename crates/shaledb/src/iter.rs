@@ -51,6 +51,26 @@ impl End {
             expected: 0,
         }
     }
+
+    /// Keys whose values the next batch reads: what the caller said it will take, else the
+    /// doubling read-ahead.
+    fn batch_len(&self) -> usize {
+        if self.expected > 0 {
+            self.expected.min(READAHEAD_MAX)
+        } else {
+            self.readahead
+        }
+    }
+
+    /// After a batch of `keys`: counts them against what the caller said it will take, or
+    /// doubles the next batch.
+    fn batch_read(&mut self, keys: usize) {
+        if self.expected > 0 {
+            self.expected = self.expected.saturating_sub(keys);
+        } else {
+            self.readahead = (self.readahead * 2).min(READAHEAD_MAX);
+        }
+    }
 }
 
 /// An ordered cursor yielding `(key, value)` pairs. Iterate it forward, or backward with
@@ -121,6 +141,22 @@ impl Iter {
         self.done = false;
     }
 
+    fn end(&self, reverse: bool) -> &End {
+        if reverse {
+            &self.back
+        } else {
+            &self.front
+        }
+    }
+
+    fn end_mut(&mut self, reverse: bool) -> &mut End {
+        if reverse {
+            &mut self.back
+        } else {
+            &mut self.front
+        }
+    }
+
     fn snapshot_seqno(&self) -> u64 {
         self.snapshot
             .as_ref()
@@ -132,12 +168,8 @@ impl Iter {
     fn refill(&mut self, reverse: bool) -> Result<()> {
         self.engine.check_live(&self.kvs)?;
         let at = self.snapshot_seqno();
-        let end = if reverse {
-            &mut self.back
-        } else {
-            &mut self.front
-        };
-        let after_last = end
+        let after_last = self
+            .end(reverse)
             .slots
             .back()
             .map(|slot| Bound::Excluded(Vec::from(&slot.key[..])));
@@ -153,6 +185,7 @@ impl Iter {
             CHUNK_KEYS,
             reverse,
         );
+        let end = self.end_mut(reverse);
         end.exhausted = chunk.len() < CHUNK_KEYS;
         end.slots.extend(chunk.into_iter().map(|(key, entry)| Slot {
             key,
@@ -164,46 +197,37 @@ impl Iter {
 
     /// Makes sure the next slot in one direction has its value, reading a batch ahead if not.
     fn read_ahead(&mut self, reverse: bool) -> Result<()> {
-        let end = if reverse { &self.back } else { &self.front };
-        if end.slots.front().is_none_or(|slot| slot.value.is_some()) {
+        if self
+            .end(reverse)
+            .slots
+            .front()
+            .is_none_or(|slot| slot.value.is_some())
+        {
             return Ok(());
         }
         while {
-            let end = if reverse { &self.back } else { &self.front };
-            let wanted = end.readahead.max(end.expected.min(READAHEAD_MAX));
-            end.slots.len() < wanted && !end.exhausted
+            let end = self.end(reverse);
+            end.slots.len() < end.batch_len() && !end.exhausted
         } {
             self.refill(reverse)?;
         }
-        let store = &self.engine.store;
-        let end = if reverse {
-            &mut self.back
-        } else {
-            &mut self.front
-        };
-        let wanted = if end.expected > 0 {
-            end.expected.min(READAHEAD_MAX)
-        } else {
-            end.readahead
-        };
-        let batch = wanted.min(end.slots.len());
-        let values = {
-            let versions: Vec<(&[u8], Entry)> = end
-                .slots
-                .iter()
-                .take(batch)
-                .map(|slot| (&slot.key[..], slot.entry))
-                .collect();
-            store.read_values(self.kvs.id, &versions, ReadPurpose::Scan)
-        };
+        let end = self.end(reverse);
+        let batch = end.batch_len().min(end.slots.len());
+        let versions: Vec<(&[u8], Entry)> = end
+            .slots
+            .iter()
+            .take(batch)
+            .map(|slot| (&slot.key[..], slot.entry))
+            .collect();
+        let values = self
+            .engine
+            .store
+            .read_values(self.kvs.id, &versions, ReadPurpose::Scan);
+        let end = self.end_mut(reverse);
         for (slot, value) in end.slots.iter_mut().zip(values) {
             slot.value = Some(value);
         }
-        if end.expected > 0 {
-            end.expected = end.expected.saturating_sub(batch);
-        } else {
-            end.readahead = (end.readahead * 2).min(READAHEAD_MAX);
-        }
+        end.batch_read(batch);
         Ok(())
     }
 
@@ -211,7 +235,7 @@ impl Iter {
         if self.done {
             return None;
         }
-        let end = if reverse { &self.back } else { &self.front };
+        let end = self.end(reverse);
         let refill = end.slots.is_empty() && !end.exhausted;
         let fetched = if refill { self.refill(reverse) } else { Ok(()) };
         let ready = fetched.and_then(|()| {
@@ -225,12 +249,7 @@ impl Iter {
             self.done = true;
             return Some(Err(error));
         }
-        let end = if reverse {
-            &mut self.back
-        } else {
-            &mut self.front
-        };
-        let Some(Slot { key, value, .. }) = end.slots.pop_front() else {
+        let Some(Slot { key, value, .. }) = self.end_mut(reverse).slots.pop_front() else {
             self.done = true;
             return None;
         };

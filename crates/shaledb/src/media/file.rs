@@ -200,15 +200,10 @@ impl SegmentFile {
     /// Reads exactly `len` bytes at any `offset` with one aligned device read of the fewest
     /// sectors (or pages) that hold them.
     pub fn read_exact_at(&self, offset: u64, len: usize, purpose: ReadPurpose) -> Result<Bytes> {
-        let (aligned, aligned_len, skip) = self.aligned_span(offset, len);
+        let (_, aligned_len, _) = self.aligned_span(offset, len);
         let mut buf = AlignedBuf::zeroed(aligned_len);
-        let read = self
-            .read_aligned(aligned, &mut buf, aligned_len, purpose)
-            .map_err(|error| self.read_error(offset, error))?;
-        if read < skip + len {
-            return Err(self.past_end(offset, len));
-        }
-        Ok(buf.into_bytes(skip..skip + len))
+        let range = self.read_exact_into(&mut buf, offset, len, purpose)?;
+        Ok(buf.into_bytes(range))
     }
 
     /// Reads exactly `len` bytes at any `offset`, as [`SegmentFile::read_exact_at`] does, into
@@ -221,7 +216,7 @@ impl SegmentFile {
         purpose: ReadPurpose,
         use_bytes: impl FnOnce(&[u8]) -> T,
     ) -> Result<T> {
-        let (aligned, aligned_len, skip) = self.aligned_span(offset, len);
+        let (_, aligned_len, _) = self.aligned_span(offset, len);
         READ_BUFFER.with(|cell| {
             // Busy only if `use_bytes` itself read a record (it does not); then read apart.
             let borrowed = cell.try_borrow_mut();
@@ -230,14 +225,28 @@ impl SegmentFile {
                 return Ok(use_bytes(&bytes));
             };
             let buf = slot.get_or_insert_with(|| AlignedBuf::zeroed(READ_BUFFER_BYTES));
-            let read = self
-                .read_aligned(aligned, buf, aligned_len, purpose)
-                .map_err(|error| self.read_error(offset, error))?;
-            if read < skip + len {
-                return Err(self.past_end(offset, len));
-            }
-            Ok(use_bytes(&buf.as_slice()[skip..skip + len]))
+            let range = self.read_exact_into(buf, offset, len, purpose)?;
+            Ok(use_bytes(&buf.as_slice()[range]))
         })
+    }
+
+    /// Reads the aligned blocks holding `len` bytes at `offset` into `buf` (large enough for
+    /// them); returns where in `buf` those bytes are, or the error naming the record.
+    fn read_exact_into(
+        &self,
+        buf: &mut AlignedBuf,
+        offset: u64,
+        len: usize,
+        purpose: ReadPurpose,
+    ) -> Result<std::ops::Range<usize>> {
+        let (aligned, aligned_len, skip) = self.aligned_span(offset, len);
+        let read = self
+            .read_aligned(aligned, buf, aligned_len, purpose)
+            .map_err(|error| self.read_error(offset, error))?;
+        if read < skip + len {
+            return Err(self.past_end(offset, len));
+        }
+        Ok(skip..skip + len)
     }
 
     pub fn len_bytes(&self) -> Result<u64> {
