@@ -312,6 +312,13 @@ fn info(db: &Db, json: bool, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
+        "sorter          {} scattered ranges rewritten in key order, {:.1} MiB copied, {} not queued",
+        stats.sorted_ranges,
+        mib(stats.sort_bytes_copied),
+        stats.sort_ranges_dropped
+    )?;
+    writeln!(
+        out,
         "checkpoints     {} written this session",
         stats.checkpoints_written
     )?;

@@ -34,6 +34,8 @@ pub struct Counters {
     pub cleaner_tombstones_dropped: Counter,
     /// Sum over cleaned segments of their live fraction when picked, in millionths.
     pub cleaner_live_fraction_micros: Counter,
+    pub sorted_ranges: Counter,
+    pub sort_bytes_copied: Counter,
     /// Time writers spent slowed down by the space reserve, in microseconds.
     pub throttled_micros: Counter,
     pub checkpoints_written: Counter,

@@ -20,6 +20,7 @@ use crate::options::{KvsOptions, Options};
 use crate::poison::Poison;
 use crate::recovery::RecoveryReport;
 use crate::snapshot::Snapshot;
+use crate::sorter::Sorter;
 use crate::stats::Stats;
 use crate::store::{KvsState, Store};
 use crate::txn::{Transaction, TxnOptions};
@@ -42,6 +43,7 @@ pub struct Db {
     /// One KVS creation or drop at a time, so a name is checked and recorded together.
     kvs_changes: Mutex<()>,
     cleaner: Arc<Cleaner>,
+    sorter: Arc<Sorter>,
     checkpointer: Arc<Checkpointer>,
     checkpoint_dir: std::path::PathBuf,
     recovery_report: RecoveryReport,
@@ -90,6 +92,7 @@ impl Db {
             options.space_target_live_ratio,
             home.manifest.state().media.staging_bytes_max,
         ));
+        let sorter = Arc::new(Sorter::new(store.clone(), cleaner.clone()));
         let checkpointer = Arc::new(Checkpointer::new(
             store.clone(),
             home.checkpoint_dir().to_path_buf(),
@@ -124,9 +127,11 @@ impl Db {
             Some(Workers::start(Jobs {
                 store: store.clone(),
                 cleaner: cleaner.clone(),
+                sorter: sorter.clone(),
                 checkpointer: checkpointer.clone(),
                 durability: options.durability,
                 clean: options.cleaner,
+                sort_bytes_per_sec: options.sort_bytes_per_sec,
                 capacity_dir: home.capacity_dir().to_path_buf(),
             })?)
         };
@@ -139,6 +144,7 @@ impl Db {
             kvs_by_name: RwLock::new(kvs_by_name),
             kvs_changes: Mutex::new(()),
             cleaner,
+            sorter,
             checkpointer,
             checkpoint_dir,
             recovery_report,
@@ -309,10 +315,13 @@ impl Db {
         self.store().heads.record_durable_points()
     }
 
-    /// Runs the cleaner now over every segment holding dead data; returns the segments freed.
+    /// Rewrites in key order every key range scans found scattered and still waiting for the
+    /// sorter, then runs the cleaner over every segment holding dead data; returns the segments
+    /// freed.
     pub fn compact(&self) -> Result<u64> {
         self.engine.check_open()?;
         self.engine.check_writable()?;
+        self.sorter.sort_step(u64::MAX)?;
         self.cleaner.compact()
     }
 

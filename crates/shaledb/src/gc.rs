@@ -14,7 +14,7 @@ use crate::media::{MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
 use crate::record::{self, RecordKind, RecordRef};
 use crate::segment::{scan_records, HeadKind, Location, ScanSummary, SegmentId, SegmentMeta};
-use crate::store::Store;
+use crate::store::{KvsState, Store};
 use parking_lot::{Mutex, MutexGuard};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -298,40 +298,30 @@ impl Cleaner {
                 };
                 match record.kind {
                     RecordKind::Put | RecordKind::SnapshotCopy => {
-                        // Any roll or flush happens now, before the index lock (only the cleaner
-                        // appends to cleaner heads, so the room is still there below).
                         let destination = destination_for(kvs.options.media_policy);
-                        destination.make_room(record.encoded_len())?;
-                        // Holding the index lock across the append makes the move a compare-and-swap:
-                        // a concurrent overwrite either happened before (the record is dead) or waits.
-                        let mut index = kvs.index.write();
-                        let kind = match index.liveness(record.key, record.seqno, from) {
-                            Liveness::Dead => return Ok(()),
-                            Liveness::Newest => RecordKind::Put,
-                            Liveness::Snapshot => RecordKind::SnapshotCopy,
-                        };
-                        let to = copy_record(&self.store, destination, &mut encoded, record, kind)?;
-                        let moved = index.relocate(record.key, record.seqno, from, to);
-                        debug_assert!(
-                            moved,
-                            "the index lock is held, so the version cannot have changed"
-                        );
-                        victim.sub_live(u64::from(from.len));
-                        if let Some(segment) = store.segments.get(to.segment) {
-                            segment.add_live(u64::from(to.len));
+                        if let Some(to) = move_version(
+                            store,
+                            &kvs,
+                            victim,
+                            record,
+                            from,
+                            destination,
+                            &mut encoded,
+                        )? {
+                            store.counters.cleaner_bytes_copied.add(u64::from(to.len));
                         }
                     }
                     RecordKind::Tombstone | RecordKind::PrefixTombstone => {
                         if tombstone_droppable(record.seqno) {
                             store.counters.cleaner_tombstones_dropped.add(1);
                         } else {
-                            copy_record(
-                                &self.store,
+                            let to = copy_record(
                                 destination_for(kvs.options.media_policy),
                                 &mut encoded,
                                 record,
                                 record.kind,
                             )?;
+                            store.counters.cleaner_bytes_copied.add(u64::from(to.len));
                         }
                     }
                 }
@@ -341,9 +331,45 @@ impl Cleaner {
     }
 }
 
+/// Moves the version `record`, stored at `from` in `source`, to the cleaner head `destination`
+/// if the index still needs it there (as the newest version, or as one a snapshot sees), and
+/// points the index at the copy. Returns where the copy is, if it moved. Only a job holding the cleaner's
+/// pass lock may call it: it alone appends to cleaner heads.
+pub(crate) fn move_version(
+    store: &Store,
+    kvs: &KvsState,
+    source: &SegmentMeta,
+    record: &RecordRef<'_>,
+    from: Location,
+    destination: &LogHead,
+    encoded: &mut Vec<u8>,
+) -> Result<Option<Location>> {
+    // Any roll or flush happens now, before the index lock (only the pass lock's holder appends
+    // to cleaner heads, so the room is still there below).
+    destination.make_room(record.encoded_len())?;
+    // Holding the index lock across the append makes the move a compare-and-swap: a concurrent
+    // overwrite either happened before (the record is dead) or waits.
+    let mut index = kvs.index.write();
+    let kind = match index.liveness(record.key, record.seqno, from) {
+        Liveness::Dead => return Ok(None),
+        Liveness::Newest => RecordKind::Put,
+        Liveness::Snapshot => RecordKind::SnapshotCopy,
+    };
+    let to = copy_record(destination, encoded, record, kind)?;
+    let moved = index.relocate(record.key, record.seqno, from, to);
+    debug_assert!(
+        moved,
+        "the index lock is held, so the version cannot have changed"
+    );
+    source.sub_live(u64::from(from.len));
+    if let Some(segment) = store.segments.get(to.segment) {
+        segment.add_live(u64::from(to.len));
+    }
+    Ok(Some(to))
+}
+
 /// Appends `record` as `kind`, outside any batch, to the cleaner head `destination`.
 fn copy_record(
-    store: &Store,
     destination: &LogHead,
     encoded: &mut Vec<u8>,
     record: &RecordRef<'_>,
@@ -360,12 +386,7 @@ fn copy_record(
     );
     let mut appender = destination.lock();
     appender.reserve(encoded.len())?;
-    let location = appender.append(encoded);
-    store
-        .counters
-        .cleaner_bytes_copied
-        .add(encoded.len() as u64);
-    Ok(location)
+    Ok(appender.append(encoded))
 }
 
 #[cfg(test)]

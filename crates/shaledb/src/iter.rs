@@ -7,6 +7,7 @@ use crate::bounds::{above_lower, as_slice_bound, below_upper, OwnedBounds};
 use crate::engine::{Engine, SnapshotPin};
 use crate::error::{Error, Result};
 use crate::index::{Entry, Key};
+use crate::limits::SCAN_BATCH_RECORDS_MAX;
 use crate::media::ReadPurpose;
 use crate::store::KvsState;
 use bytes::Bytes;
@@ -19,10 +20,9 @@ const CHUNK_KEYS: usize = 128;
 
 /// A cursor reads the values of its next keys in batches, all of a batch's device reads in
 /// flight at once: the first batch holds this many keys, and each next one twice as many as
-/// the one before, up to [`READAHEAD_MAX`], so a short scan reads little it does not use and a
+/// the one before, up to [`SCAN_BATCH_RECORDS_MAX`], so a short scan reads little it does not use and a
 /// long one keeps many reads in flight.
 const READAHEAD_MIN: usize = 4;
-const READAHEAD_MAX: usize = 64;
 
 /// One key the cursor will yield: its version, and its value once read ahead.
 struct Slot {
@@ -56,7 +56,7 @@ impl End {
     /// doubling read-ahead.
     fn batch_len(&self) -> usize {
         if self.expected > 0 {
-            self.expected.min(READAHEAD_MAX)
+            self.expected.min(SCAN_BATCH_RECORDS_MAX)
         } else {
             self.readahead
         }
@@ -68,7 +68,7 @@ impl End {
         if self.expected > 0 {
             self.expected = self.expected.saturating_sub(keys);
         } else {
-            self.readahead = (self.readahead * 2).min(READAHEAD_MAX);
+            self.readahead = (self.readahead * 2).min(SCAN_BATCH_RECORDS_MAX);
         }
     }
 }

@@ -54,6 +54,7 @@ mod recovery;
 mod segment;
 mod snapshot;
 mod snapshot_registry;
+mod sorter;
 mod space;
 mod stats;
 mod store;

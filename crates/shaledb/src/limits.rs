@@ -23,6 +23,11 @@ pub const WRITE_BUFFER_BYTES_MIN: usize = 2 * RECORD_BYTES_MAX + 2 * PAGE_BYTES;
 pub const KVS_NAME_BYTES_MAX: usize = 255;
 /// Most KVSs a KVDB may hold at once.
 pub const KVS_COUNT_MAX: usize = 4096;
+/// Most records a scan reads in one batch (all of its device reads in flight at once).
+pub const SCAN_BATCH_RECORDS_MAX: usize = 64;
+/// Most scattered key ranges `Options::sort_queue_ranges` may keep waiting for the sorter (each
+/// holds a key: at most 64 MiB of keys).
+pub const SORT_QUEUE_RANGES_MAX: usize = 1 << 16;
 
 const _: () = assert!(SEGMENT_BYTES_MIN >= SEGMENT_HEADER_BYTES + RECORD_BYTES_MAX as u64);
 const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);

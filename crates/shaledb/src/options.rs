@@ -76,6 +76,14 @@ pub struct Options {
     /// the cleaner works regardless), which halves what cleaning writes against 0.75
     /// (ARCHITECTURE.md, "Cleaning").
     pub space_target_live_ratio: f64,
+    /// Most bytes per second the sorter may rewrite: it moves key ranges that scans found
+    /// scattered over many segments into key order, so the next scan of them reads a few
+    /// contiguous spans instead of one record per read (ARCHITECTURE.md, "Sorting"). 0 turns
+    /// it off. Default 32 MiB/s.
+    pub sort_bytes_per_sec: u64,
+    /// Most scattered key ranges waiting for the sorter; more are dropped (counted in
+    /// `Stats::sort_ranges_dropped`) until scans find them again. Default 256.
+    pub sort_queue_ranges: usize,
     /// Try O_DIRECT on segment files (falls back to buffered I/O where refused). Default true.
     pub direct_io: bool,
     /// Largest atomic write batch, in encoded bytes. Default 16 MiB; a batch must also fit in
@@ -128,6 +136,8 @@ impl Default for Options {
             checkpoint_interval_bytes: 512 << 20,
             cleaner: true,
             space_target_live_ratio: 0.5,
+            sort_bytes_per_sec: 32 << 20,
+            sort_queue_ranges: 256,
             direct_io: true,
             batch_bytes_max: 16 << 20,
             capacity_dir: None,
@@ -188,6 +198,13 @@ impl Options {
             return invalid(format!(
                 "space_target_live_ratio {} must be between 0.05 and 0.99",
                 self.space_target_live_ratio
+            ));
+        }
+        if self.sort_queue_ranges > limits::SORT_QUEUE_RANGES_MAX {
+            return invalid(format!(
+                "sort_queue_ranges {} is above the maximum {}",
+                self.sort_queue_ranges,
+                limits::SORT_QUEUE_RANGES_MAX
             ));
         }
         if self.batch_bytes_max == 0 {

@@ -18,6 +18,8 @@ pub struct MediaStats {
     pub bytes_read_by_gets: u64,
     pub bytes_read_by_scans: u64,
     pub bytes_read_by_cleaning: u64,
+    /// Device reads made by scans (batched reads of records lying close together count once).
+    pub reads_by_scans: u64,
     /// Bytes of segment files on this class.
     pub segment_bytes: u64,
     pub segments: u64,
@@ -64,6 +66,11 @@ pub struct Stats {
     pub cleaner_tombstones_dropped: u64,
     /// Average live fraction of the segments the cleaner picked (0 when none).
     pub cleaner_live_fraction_avg: f64,
+    /// Key ranges the sorter rewrote in key order, the bytes it copied doing so, and the
+    /// scattered ranges not queued for it because its queue was full.
+    pub sorted_ranges: u64,
+    pub sort_bytes_copied: u64,
+    pub sort_ranges_dropped: u64,
     /// Time writers spent slowed down because the space reserve was running low.
     pub throttled_secs: f64,
     /// Bytes the capacity class uses, and the most it may use (space budget or free space).
@@ -98,6 +105,7 @@ impl Stats {
                     bytes_read_by_gets: counters.read(ReadPurpose::Get),
                     bytes_read_by_scans: counters.read(ReadPurpose::Scan),
                     bytes_read_by_cleaning: counters.read(ReadPurpose::Cleaning),
+                    reads_by_scans: counters.read_ops(ReadPurpose::Scan),
                     ..MediaStats::default()
                 }
             })
@@ -154,6 +162,9 @@ impl Stats {
                     counters.cleaner_live_fraction_micros.get() as f64 / 1e6 / cleaned as f64
                 }
             },
+            sorted_ranges: counters.sorted_ranges.get(),
+            sort_bytes_copied: counters.sort_bytes_copied.get(),
+            sort_ranges_dropped: store.scattered.dropped.get(),
             segments_by_head,
             throttled_secs: counters.throttled_micros.get() as f64 / 1e6,
             capacity_used_bytes,

@@ -1,6 +1,7 @@
 //! Background workers: the flusher (writes full chunks, and fdatasyncs on the durability
-//! interval) and maintenance (cleaner steps and periodic checkpoints). A panic or error in a
-//! worker poisons the KVDB rather than leaving it silently degraded.
+//! interval) and maintenance (cleaner steps, sorting within its byte rate, and periodic
+//! checkpoints). A panic or error in a worker poisons the KVDB rather than leaving it silently
+//! degraded.
 
 use crate::checkpointer::Checkpointer;
 use crate::error::{Error, Result};
@@ -9,6 +10,7 @@ use crate::media::MediaClass;
 use crate::options::Durability;
 use crate::poison::Poison;
 use crate::segment::HeadKind;
+use crate::sorter::Sorter;
 use crate::store::Store;
 use parking_lot::{Condvar, Mutex};
 use std::panic::AssertUnwindSafe;
@@ -52,10 +54,13 @@ impl StopSignal {
 pub struct Jobs {
     pub store: Arc<Store>,
     pub cleaner: Arc<Cleaner>,
+    pub sorter: Arc<Sorter>,
     pub checkpointer: Arc<Checkpointer>,
     pub durability: Durability,
     /// Run the cleaner in the background (`Options::cleaner`).
     pub clean: bool,
+    /// Most bytes per second the sorter rewrites (`Options::sort_bytes_per_sec`; 0: never).
+    pub sort_bytes_per_sec: u64,
     /// The capacity class's directory, whose free space bounds the space budget.
     pub capacity_dir: PathBuf,
 }
@@ -188,6 +193,11 @@ fn run_maintenance(jobs: &Jobs, stop: &StopSignal) {
                         refresh_space()?;
                     }
                 }
+            }
+            if jobs.sort_bytes_per_sec > 0 && !stop.is_stopped() {
+                let round_budget =
+                    jobs.sort_bytes_per_sec as f64 * MAINTENANCE_PERIOD.as_secs_f64();
+                jobs.sorter.sort_step(round_budget as u64)?;
             }
             if jobs.checkpointer.is_due() {
                 jobs.checkpointer.write()?;

@@ -40,6 +40,12 @@ pub fn read_exact_batch(reads: &[ExactRead<'_>], purpose: ReadPurpose) -> Vec<Re
     read_batch(reads, purpose, true)
 }
 
+/// How many device reads [`read_exact_batch`] would make of `reads`: records stored close
+/// together cost one between them, records scattered one each.
+pub fn device_reads(reads: &[ExactRead<'_>]) -> usize {
+    merge(reads).len()
+}
+
 fn read_batch(reads: &[ExactRead<'_>], purpose: ReadPurpose, use_ring: bool) -> Vec<Result<Bytes>> {
     let spans = merge(reads);
     let mut bufs: Vec<AlignedBuf> = spans

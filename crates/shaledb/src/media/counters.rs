@@ -21,11 +21,12 @@ pub enum ReadPurpose {
     Other = 3,
 }
 
-/// Bytes moved to and from one media class, by purpose.
+/// Bytes moved to and from one media class, by purpose, and the device reads that moved them.
 #[derive(Debug, Default)]
 pub struct MediaCounters {
     written: [AtomicU64; 3],
     read: [AtomicU64; 4],
+    read_ops: [AtomicU64; 4],
 }
 
 impl MediaCounters {
@@ -33,8 +34,10 @@ impl MediaCounters {
         self.written[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// One device read of `bytes`.
     pub fn add_read(&self, purpose: ReadPurpose, bytes: u64) {
         self.read[purpose as usize].fetch_add(bytes, Ordering::Relaxed);
+        self.read_ops[purpose as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn written(&self, purpose: WritePurpose) -> u64 {
@@ -43,6 +46,11 @@ impl MediaCounters {
 
     pub fn read(&self, purpose: ReadPurpose) -> u64 {
         self.read[purpose as usize].load(Ordering::Relaxed)
+    }
+
+    /// Device reads made for `purpose`.
+    pub fn read_ops(&self, purpose: ReadPurpose) -> u64 {
+        self.read_ops[purpose as usize].load(Ordering::Relaxed)
     }
 
     /// (bytes written, bytes read), all purposes.

@@ -15,7 +15,7 @@ mod file;
 mod storage;
 mod uring;
 
-pub use batch::{read_exact_batch, ExactRead};
+pub use batch::{device_reads, read_exact_batch, ExactRead};
 pub use buf::{round_down_to_page, round_up_to_page, AlignedBuf};
 pub use class::MediaClass;
 pub use counters::{MediaCounters, ReadPurpose, WritePurpose};

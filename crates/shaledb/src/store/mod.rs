@@ -1,15 +1,18 @@
 //! The store: what a KVDB holds on media and in DRAM, and the one thing the background jobs
-//! (cleaner, checkpointer, check, workers) are handed. It has the segments, the log heads that
-//! append to them, the per-KVS indexes, the seqno clock, the space budget, the value cache and
-//! the counters, with the operations every path shares: read a record's value (`read.rs`) and
-//! forget a version nothing points at. It knows nothing of the catalog, of handles, of
+//! (cleaner, sorter, checkpointer, check, workers) are handed. It has the segments, the log
+//! heads that append to them, the per-KVS indexes, the seqno clock, the space budget, the value
+//! cache, the key ranges scans found scattered (`scattered.rs`) and the counters, with the
+//! operations every path shares: read a record's value (`read.rs`) and forget a version nothing
+//! points at. It knows nothing of the catalog, of handles, of
 //! transactions or of the jobs themselves.
 
 mod kvs_set;
 mod open;
 mod read;
+mod scattered;
 
 pub use kvs_set::{KvsSet, KvsState};
+pub use scattered::{is_scattered, ScatteredRange, ScatteredRanges};
 
 use crate::cache::ValueCache;
 use crate::counters::Counters;
@@ -36,6 +39,8 @@ pub struct Store {
     pub covered_seqno: AtomicU64,
     pub space: SpaceBudget,
     pub cache: ValueCache,
+    /// Key ranges scans found scattered, for the sorter.
+    pub scattered: ScatteredRanges,
     pub counters: Counters,
     pub poison: Arc<Poison>,
     /// The first corruption found while open (by a read or the cleaner): from then on the

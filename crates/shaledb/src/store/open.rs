@@ -3,6 +3,7 @@
 //! heads start on fresh segments (invariant I10) and the space budget takes its first reading.
 
 use super::kvs_set::{KvsSet, KvsState};
+use super::scattered::ScatteredRanges;
 use super::Store;
 use crate::cache::ValueCache;
 use crate::counters::Counters;
@@ -131,6 +132,14 @@ impl Store {
             covered_seqno: AtomicU64::new(recovered.covered_seqno),
             space,
             cache: ValueCache::new(options.cache_bytes),
+            // Nothing drains the queue where the sorter does not run.
+            scattered: ScatteredRanges::new(
+                if options.read_only || options.sort_bytes_per_sec == 0 {
+                    0
+                } else {
+                    options.sort_queue_ranges
+                },
+            ),
             counters,
             poison,
             corruption: Default::default(),

@@ -3,11 +3,12 @@
 //! what the index expects.
 
 use super::kvs_set::KvsState;
+use super::scattered::is_scattered;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::index::Entry;
 use crate::media::{read_exact_batch, ExactRead, ReadPurpose};
-use crate::record::{self, validate_key};
+use crate::record::{self, validate_key, RecordRef};
 use crate::segment::SegmentMeta;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -135,6 +136,12 @@ impl Store {
                 }
             })
             .collect();
+        if purpose == ReadPurpose::Scan && is_scattered(&reads) {
+            // A scan's keys come in order, ascending or descending: the range starts at the lower.
+            if let (Some(&(first, _)), Some(&(last, _))) = (versions.first(), versions.last()) {
+                self.scattered.offer(kvs_id, first.min(last));
+            }
+        }
         let read = read_exact_batch(&reads, purpose);
         for ((index, segment), bytes) in on_device.iter().zip(read) {
             let (key, entry) = versions[*index];
@@ -166,8 +173,8 @@ impl Store {
         Ok(Found::OnDevice(segment))
     }
 
-    /// The value of the record `bytes` read for `entry`, once it decodes and is the version the
-    /// index expects; else a `Corruption` that quarantines the segment. Caches the value.
+    /// The value of the record `bytes` read for `entry` (see [`Store::checked_record`]). Caches
+    /// the value.
     fn checked_value(
         &self,
         segment: &SegmentMeta,
@@ -176,6 +183,22 @@ impl Store {
         entry: Entry,
         bytes: &[u8],
     ) -> Result<Bytes> {
+        let record = self.checked_record(segment, kvs_id, key, entry, bytes)?;
+        let value = Bytes::copy_from_slice(record.value);
+        self.cache.insert(kvs_id, key, entry.seqno, value.clone());
+        Ok(value)
+    }
+
+    /// The record `bytes` read for `entry` of `key`, once it decodes and is the version the
+    /// index expects; else a `Corruption` that quarantines the segment.
+    pub fn checked_record<'a>(
+        &self,
+        segment: &SegmentMeta,
+        kvs_id: u32,
+        key: &[u8],
+        entry: Entry,
+        bytes: &'a [u8],
+    ) -> Result<RecordRef<'a>> {
         let location = entry.location;
         let corrupt = |detail: String| {
             let error = Error::corruption(segment.path(), u64::from(location.offset), detail);
@@ -195,9 +218,7 @@ impl Store {
                 entry.seqno, record.kvs_id, record.seqno
             )));
         }
-        let value = Bytes::copy_from_slice(record.value);
-        self.cache.insert(kvs_id, key, entry.seqno, value.clone());
-        Ok(value)
+        Ok(record)
     }
 }
 
