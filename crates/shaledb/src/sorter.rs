@@ -15,6 +15,7 @@
 
 use crate::error::Result;
 use crate::gc::{move_version, Cleaner};
+use crate::limits::SCAN_BATCH_RECORDS_MAX;
 use crate::media::{read_exact_batch, ExactRead, MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
 use crate::segment::HeadKind;
@@ -96,9 +97,22 @@ impl Sorter {
                 len: entry.location.len as usize,
             })
             .collect();
-        if !is_scattered(&reads) {
+        // Batches sorted before (by a run that began earlier or later) stay where they are: the
+        // run is the first stretch of scattered batches, if any.
+        let scattered: Vec<bool> = reads
+            .chunks(SCAN_BATCH_RECORDS_MAX)
+            .map(is_scattered)
+            .collect();
+        let Some(first) = scattered.iter().position(|&batch| batch) else {
             return Ok(0);
-        }
+        };
+        let last = scattered[first..]
+            .iter()
+            .position(|&batch| !batch)
+            .map_or(scattered.len(), |sorted| first + sorted);
+        let stretch =
+            first * SCAN_BATCH_RECORDS_MAX..(last * SCAN_BATCH_RECORDS_MAX).min(run.len());
+        let (run, reads) = (&run[stretch.clone()], &reads[stretch]);
         let class = match kvs.options.media_policy {
             MediaPolicy::StagingOnly if store.heads.has_staging() => MediaClass::Staging,
             _ => MediaClass::Capacity,
@@ -108,7 +122,7 @@ impl Sorter {
         let mut rewritten = 0;
         for ((key, entry, segment), bytes) in run
             .iter()
-            .zip(read_exact_batch(&reads, ReadPurpose::Cleaning))
+            .zip(read_exact_batch(reads, ReadPurpose::Cleaning))
         {
             let bytes = bytes?;
             let record = store.checked_record(segment, kvs.id, key, *entry, &bytes)?;
