@@ -78,8 +78,9 @@ pub struct Options {
     pub space_target_live_ratio: f64,
     /// Most bytes per second the sorter may rewrite: it moves key ranges that scans found
     /// scattered over many segments into key order, so the next scan of them reads a few
-    /// contiguous spans instead of one record per read (ARCHITECTURE.md, "Sorting"). 0 turns
-    /// it off. Default 32 MiB/s.
+    /// contiguous spans instead of one record per read (ARCHITECTURE.md, "Sorting"); over any
+    /// time it rewrites at most this rate's bytes plus one run (up to 1 MiB, sorted whole). 0
+    /// turns it off. Default 32 MiB/s.
     pub sort_bytes_per_sec: u64,
     /// Most scattered key ranges waiting for the sorter; more are dropped (counted in
     /// `Stats::sort_ranges_dropped`) until scans find them again. Default 256.

@@ -175,6 +175,12 @@ fn run_flusher(jobs: &Jobs, stop: &StopSignal) {
 fn run_maintenance(jobs: &Jobs, stop: &StopSignal) {
     let store = &jobs.store;
     let refresh_space = || store.space.refresh(&store.segments, &jobs.capacity_dir);
+    // Bytes the sorter may still rewrite: each round adds the rate's share, up to one round's
+    // worth; a run (up to 1 MiB, sorted whole) may overdraw it, and the sorter then waits
+    // until the rate has paid the overdraft back. So over any time the sorter rewrites at
+    // most its rate's bytes plus one run.
+    let sort_round_bytes = jobs.sort_bytes_per_sec as f64 * MAINTENANCE_PERIOD.as_secs_f64();
+    let mut sort_allowance = 0.0_f64;
     while !stop.sleep(MAINTENANCE_PERIOD) {
         guarded(&store.poison, "maintenance", || {
             refresh_space()?;
@@ -195,9 +201,11 @@ fn run_maintenance(jobs: &Jobs, stop: &StopSignal) {
                 }
             }
             if jobs.sort_bytes_per_sec > 0 && !stop.is_stopped() {
-                let round_budget =
-                    jobs.sort_bytes_per_sec as f64 * MAINTENANCE_PERIOD.as_secs_f64();
-                jobs.sorter.sort_step(round_budget as u64)?;
+                sort_allowance = (sort_allowance + sort_round_bytes).min(sort_round_bytes);
+                if sort_allowance > 0.0 {
+                    let sorted = jobs.sorter.sort_step(sort_allowance.ceil() as u64)?;
+                    sort_allowance -= sorted as f64;
+                }
             }
             if jobs.checkpointer.is_due() {
                 jobs.checkpointer.write()?;

@@ -302,3 +302,33 @@ fn acknowledged_writes_survive_sigkill_while_the_sorter_moves_records() {
         "no child got past its load: nothing was tested"
     );
 }
+
+#[test]
+fn the_background_sorter_keeps_to_its_byte_rate() {
+    // 64 KiB/s: a run of up to 1 MiB is ~16 s of the rate, so in the 1.5 s below the sorter
+    // may rewrite one run (its first burst) and nothing more.
+    let slow = Options {
+        sort_bytes_per_sec: 64 << 10,
+        ..options()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), slow).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    load(&kvs);
+    db.compact().unwrap();
+    // Three disjoint scattered ranges, each the start of a run of ~1 MiB.
+    for from in [0, 1100, 2200] {
+        scan_checked(&db, &kvs, from, 64, |i| value(i, 0));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let stats = db.stats();
+    assert!(
+        stats.sort_bytes_copied <= (1 << 20) + (16 << 10),
+        "{} bytes sorted in 1.5 s at 64 KiB/s: {stats:?}",
+        stats.sort_bytes_copied
+    );
+    // What is waiting is still sorted by compact, whatever the rate.
+    db.compact().unwrap();
+    assert_eq!(db.stats().sorted_ranges, 3, "{:?}", db.stats());
+    scan_checked(&db, &kvs, 0, KEYS as usize, |i| value(i, 0));
+}
