@@ -10,6 +10,7 @@ use crate::media::{read_exact_batch, ExactRead, ReadPurpose};
 use crate::record::{self, validate_key};
 use crate::segment::SegmentMeta;
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A read that finds its segment freed (the cleaner moved the record) looks the key up again;
@@ -166,8 +167,10 @@ impl Store {
         Ok(Found::OnDevice(segment))
     }
 
-    /// The value of the record `bytes` read for `entry`, once it decodes and is the version the
-    /// index expects; else a `Corruption` that quarantines the segment. Caches the value.
+    /// The value of the record `bytes` read for `entry`, once it decodes (decompressed, if
+    /// stored compressed) and is the version the index expects; else a `Corruption` that
+    /// quarantines the segment. Caches the value as the client wrote it, decompressed, so a
+    /// cache hit costs no decompression.
     fn checked_value(
         &self,
         segment: &SegmentMeta,
@@ -195,7 +198,11 @@ impl Store {
                 entry.seqno, record.kvs_id, record.seqno
             )));
         }
-        let value = Bytes::copy_from_slice(record.value);
+        let value = match record.value() {
+            Ok(Cow::Borrowed(value)) => Bytes::copy_from_slice(value),
+            Ok(Cow::Owned(value)) => Bytes::from(value),
+            Err(reason) => return Err(corrupt(format!("value failed validation: {reason}"))),
+        };
         self.cache.insert(kvs_id, key, entry.seqno, value.clone());
         Ok(value)
     }
