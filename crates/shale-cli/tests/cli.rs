@@ -300,6 +300,43 @@ fn media_classes_from_the_command_line() {
     assert_eq!(bad_policy.status.code(), Some(2));
 }
 
+#[test]
+fn a_kvs_created_with_lz4_stores_values_compressed_and_info_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let created = shale(&db, &["kvs", "create", "docs", "--compression", "lz4"]);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let value = "compressible ".repeat(400);
+    assert!(shale(&db, &["--kvs", "docs", "put", "k", &value])
+        .status
+        .success());
+    assert_eq!(
+        stdout(&shale(&db, &["--kvs", "docs", "get", "k"])),
+        format!("{value}\n")
+    );
+    let info: serde_json::Value =
+        serde_json::from_slice(&shale(&db, &["info", "--json"]).stdout).unwrap();
+    assert_eq!(info["kvs_options"]["docs"]["compression"], "lz4", "{info}");
+    let live = info["stats"]["live_bytes"].as_u64().unwrap();
+    assert!(
+        live < 500,
+        "a {}-byte value stored in {live} bytes",
+        value.len()
+    );
+    let text = stdout(&shale(&db, &["info"]));
+    assert!(
+        text.contains("docs          prefix_len 0, media policy capacity_only, compression lz4"),
+        "{text}"
+    );
+    let unknown = shale(&db, &["kvs", "create", "x", "--compression", "zstd"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("none or lz4"));
+}
+
 /// Every file below `dir` with its bytes.
 fn files(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
     let mut files = std::collections::BTreeMap::new();

@@ -3,6 +3,7 @@
 //! decoding is bounded: it never allocates more than `VALUE_BYTES_MAX` and refuses damage with
 //! a reason, never a panic.
 
+use crate::error::Error;
 use crate::limits::VALUE_BYTES_MAX;
 
 /// How a KVS stores its values. Fixed when the KVS is created.
@@ -45,12 +46,14 @@ impl std::fmt::Display for Compression {
 }
 
 impl std::str::FromStr for Compression {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<Self, Error> {
         match text {
             "none" => Ok(Compression::None),
             "lz4" => Ok(Compression::Lz4),
-            other => Err(format!("compression {other:?}: expected none or lz4")),
+            other => Err(Error::InvalidArgument(format!(
+                "compression {other:?}: expected none or lz4"
+            ))),
         }
     }
 }
@@ -124,12 +127,13 @@ mod tests {
     #[test]
     fn names_parse_back() {
         for compression in [Compression::None, Compression::Lz4] {
-            assert_eq!(compression.name().parse(), Ok(compression));
+            assert_eq!(
+                compression.name().parse::<Compression>().unwrap(),
+                compression
+            );
         }
-        assert!("zstd"
-            .parse::<Compression>()
-            .unwrap_err()
-            .contains("none or lz4"));
+        let error = "zstd".parse::<Compression>().unwrap_err();
+        assert!(error.to_string().contains("none or lz4"), "{error}");
     }
 
     proptest! {
