@@ -154,6 +154,74 @@ fn bench_smoke_runs_and_writes_results() {
     assert!(runs[1]["device_reads_per_get"].as_f64().unwrap() <= 1.0);
 }
 
+#[test]
+fn bench_compression_flags_reach_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let data = dir.path().join("data");
+    let common = [
+        "--engines",
+        "shaledb",
+        "--threads",
+        "1",
+        "--rounds",
+        "1",
+        "--probe-secs",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let db_bench = [
+        &["bench", "db", "--benchmarks", "fillrandom", "--num", "500"][..],
+        &["--compression", "lz4", "--compression_ratio", "0.25"],
+        &common,
+    ]
+    .concat();
+    let output = shale(&dir.path().join("unused"), &db_bench);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["params"]["common"]["compression"], "lz4");
+    assert_eq!(results["params"]["db"]["compression_ratio"], 0.25);
+    let ycsb = [
+        &[
+            "bench",
+            "ycsb",
+            "--workloads",
+            "c",
+            "--records",
+            "300",
+            "--operations",
+            "100",
+        ][..],
+        &["--compression-ratio", "0.5"],
+        &common,
+    ]
+    .concat();
+    let output = shale(&dir.path().join("unused"), &ycsb);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["params"]["ycsb"]["shape"]["compression_ratio"], 0.5);
+    assert_eq!(results["params"]["common"]["compression"], "none");
+    let refused = shale(
+        &dir.path().join("unused"),
+        &[&["bench", "ycsb", "--compression-ratio", "2"][..], &common].concat(),
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("at most 1"));
+}
+
 fn shale_with_stdin(db: &Path, args: &[&str], stdin: &str) -> Output {
     use std::io::Write;
     let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
