@@ -3,10 +3,10 @@
 //! reported naming its file and offset, never returned as data and never a panic.
 //! Method: two KVSs side by side (lz4 and none) written with compressible and incompressible
 //! values, singly, in batches across both and in transactions, read by get, multi-get, scans,
-//! snapshots and transactions, across reopen, a full replay, a crash and cleaning; then, in a
-//! closed KVDB, one record's compressed value damaged (a flipped byte) or replaced by a crafted
-//! one with a valid CRC (bytes that do not decompress, a length past the value limit, an
-//! unknown flag bit).
+//! snapshots and transactions, across reopen, a full replay, a crash, cleaning and a backup;
+//! then, in a closed KVDB, one record's compressed value damaged (a flipped byte) or replaced
+//! by a crafted one with a valid CRC (bytes that do not decompress, a length past the value
+//! limit, an unknown flag bit).
 
 mod common;
 
@@ -171,7 +171,7 @@ fn verify(db: &Db, kvss: &[Kvs], models: &[Model]) {
 }
 
 #[test]
-fn every_read_path_returns_what_was_written_across_reopen_replay_and_cleaning() {
+fn every_read_path_returns_what_was_written_across_reopen_replay_cleaning_and_backup() {
     let dir = tempfile::tempdir().unwrap();
     let mut models = [Model::new(), Model::new()];
     let db = Db::open(dir.path(), small_options()).unwrap();
@@ -210,11 +210,20 @@ fn every_read_path_returns_what_was_written_across_reopen_replay_and_cleaning() 
     verify(&db, &kvss, &models);
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{report:?}");
+    // A backup copies the stored bytes, and the KVSs' compression with its manifest.
+    let backup = tempfile::tempdir().unwrap();
+    db.backup(backup.path()).unwrap();
     drop(kvss);
     db.close().unwrap();
-    let db = Db::open(dir.path(), small_options()).unwrap();
-    let kvss = open_kvss(&db);
-    verify(&db, &kvss, &models);
+    for home in [dir.path(), backup.path()] {
+        let db = Db::open(home, small_options()).unwrap();
+        assert_eq!(
+            db.kvs("packed").unwrap().options().compression,
+            Compression::Lz4
+        );
+        let kvss = open_kvss(&db);
+        verify(&db, &kvss, &models);
+    }
 }
 
 /// Live bytes and client bytes written to media after writing `values` to a KVS of a fresh
