@@ -109,6 +109,10 @@ pub struct CommonArgs {
     /// (not the loads, which start empty).
     #[arg(long, default_value_t = 0.0)]
     warmup_secs: f64,
+    /// Compression of the stored data, for every engine that can: none, or lz4 (ShaleDB's KVS
+    /// compression; RocksDB's on every level; fjall's). The report says what each engine did.
+    #[arg(long, default_value = "none")]
+    compression: shaledb::Compression,
 }
 
 #[derive(clap::Args)]
@@ -131,6 +135,9 @@ pub struct YcsbArgs {
     field_count: usize,
     #[arg(long, default_value_t = 100)]
     field_length: usize,
+    /// Fields compress to about this fraction of their length (1: incompressible, as YCSB's).
+    #[arg(long, default_value_t = 1.0)]
+    compression_ratio: f64,
     /// Target ops/s across all threads (YCSB -target); latency counts from intended start. A
     /// list sweeps offered loads (0 = unthrottled), so engines' latency is compared at equal
     /// offered load: --target 10000,20000,40000,0.
@@ -159,6 +166,9 @@ pub struct DbArgs {
     key_size: usize,
     #[arg(long, default_value_t = 400)]
     value_size: usize,
+    /// Values compress to about this fraction of their size, made as db_bench makes them.
+    #[arg(long = "compression_ratio", default_value_t = shaledb_bench::values::DB_BENCH_COMPRESSION_RATIO)]
+    compression_ratio: f64,
     /// Percent of reads in readrandomwriterandom.
     #[arg(long = "readwritepercent", default_value_t = 80)]
     read_write_percent: u32,
@@ -376,6 +386,7 @@ fn common_params(cli: &Cli, args: &CommonArgs) -> CommonParams {
         warmup_secs: args.warmup_secs,
         probe_secs: args.probe_secs,
         probe_threads: args.probe_threads,
+        compression: args.compression,
     }
 }
 
@@ -419,6 +430,7 @@ pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
                 shape: RecordShape {
                     field_count: args.field_count,
                     field_length: args.field_length,
+                    compression_ratio: args.compression_ratio,
                 },
                 targets: if args.target.is_empty() {
                     vec![None]
@@ -446,6 +458,7 @@ pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
                 num: args.num,
                 key_size: args.key_size,
                 value_size: args.value_size,
+                compression_ratio: args.compression_ratio,
                 read_write_percent: args.read_write_percent,
                 duration_secs: args.duration,
             };

@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use shaledb::{Db, ErrorKind, KvsOptions, Options, TxnOptions};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufWriter, Write};
 use std::ops::Bound;
 use std::process::ExitCode;
@@ -129,6 +130,7 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
                 name,
                 prefix_len,
                 media_policy,
+                compression,
             } => {
                 if db.list_kvs()?.contains(name) {
                     bail!("KVS {name:?} already exists");
@@ -138,6 +140,7 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
                     KvsOptions {
                         prefix_len: *prefix_len,
                         media_policy: media_policy.parse()?,
+                        compression: *compression,
                     },
                 )?;
             }
@@ -235,10 +238,16 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
 
 fn info(db: &Db, json: bool, out: &mut impl Write) -> Result<()> {
     let stats = db.stats();
+    let names = db.list_kvs()?;
+    let options = names
+        .iter()
+        .map(|name| Ok((name, db.kvs(name)?.options().clone())))
+        .collect::<Result<Vec<_>>>()?;
     if json {
         let value = serde_json::json!({
             "path": db.path(),
-            "kvs": db.list_kvs()?,
+            "kvs": names,
+            "kvs_options": options.iter().cloned().collect::<BTreeMap<_, _>>(),
             "stats": stats,
             "write_amplification": stats.write_amplification(),
             "space_amplification": stats.space_amplification(),
@@ -250,7 +259,18 @@ fn info(db: &Db, json: bool, out: &mut impl Write) -> Result<()> {
     }
     let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
     writeln!(out, "KVDB            {}", db.path().display())?;
-    writeln!(out, "KVSs            {}", db.list_kvs()?.join(", "))?;
+    writeln!(out, "KVSs            {}", names.join(", "))?;
+    for (name, options) in &options {
+        writeln!(
+            out,
+            "  {name:<13} prefix_len {}, media policy {}, compression {}",
+            options.prefix_len,
+            serde_json::to_value(options.media_policy)?
+                .as_str()
+                .unwrap_or("?"),
+            options.compression
+        )?;
+    }
     writeln!(out, "keys            {}", stats.index_keys)?;
     writeln!(
         out,

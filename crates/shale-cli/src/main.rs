@@ -135,6 +135,10 @@ enum KvsAction {
         /// capacity_only, staging_only or staging_max_capacity.
         #[arg(long, default_value = "capacity_only")]
         media_policy: String,
+        /// How values are stored: none, or lz4 (each value compressed when that makes it
+        /// smaller). Fixed at creation.
+        #[arg(long, default_value = "none")]
+        compression: shaledb::Compression,
     },
     Drop {
         name: String,

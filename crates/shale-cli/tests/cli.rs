@@ -154,6 +154,74 @@ fn bench_smoke_runs_and_writes_results() {
     assert!(runs[1]["device_reads_per_get"].as_f64().unwrap() <= 1.0);
 }
 
+#[test]
+fn bench_compression_flags_reach_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let data = dir.path().join("data");
+    let common = [
+        "--engines",
+        "shaledb",
+        "--threads",
+        "1",
+        "--rounds",
+        "1",
+        "--probe-secs",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let db_bench = [
+        &["bench", "db", "--benchmarks", "fillrandom", "--num", "500"][..],
+        &["--compression", "lz4", "--compression_ratio", "0.25"],
+        &common,
+    ]
+    .concat();
+    let output = shale(&dir.path().join("unused"), &db_bench);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["params"]["common"]["compression"], "lz4");
+    assert_eq!(results["params"]["db"]["compression_ratio"], 0.25);
+    let ycsb = [
+        &[
+            "bench",
+            "ycsb",
+            "--workloads",
+            "c",
+            "--records",
+            "300",
+            "--operations",
+            "100",
+        ][..],
+        &["--compression-ratio", "0.5"],
+        &common,
+    ]
+    .concat();
+    let output = shale(&dir.path().join("unused"), &ycsb);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["params"]["ycsb"]["shape"]["compression_ratio"], 0.5);
+    assert_eq!(results["params"]["common"]["compression"], "none");
+    let refused = shale(
+        &dir.path().join("unused"),
+        &[&["bench", "ycsb", "--compression-ratio", "2"][..], &common].concat(),
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("at most 1"));
+}
+
 fn shale_with_stdin(db: &Path, args: &[&str], stdin: &str) -> Output {
     use std::io::Write;
     let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
@@ -298,6 +366,43 @@ fn media_classes_from_the_command_line() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("fixed at creation"));
     let bad_policy = shale(&db, &["kvs", "create", "x", "--media-policy", "fastest"]);
     assert_eq!(bad_policy.status.code(), Some(2));
+}
+
+#[test]
+fn a_kvs_created_with_lz4_stores_values_compressed_and_info_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let created = shale(&db, &["kvs", "create", "docs", "--compression", "lz4"]);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let value = "compressible ".repeat(400);
+    assert!(shale(&db, &["--kvs", "docs", "put", "k", &value])
+        .status
+        .success());
+    assert_eq!(
+        stdout(&shale(&db, &["--kvs", "docs", "get", "k"])),
+        format!("{value}\n")
+    );
+    let info: serde_json::Value =
+        serde_json::from_slice(&shale(&db, &["info", "--json"]).stdout).unwrap();
+    assert_eq!(info["kvs_options"]["docs"]["compression"], "lz4", "{info}");
+    let live = info["stats"]["live_bytes"].as_u64().unwrap();
+    assert!(
+        live < 500,
+        "a {}-byte value stored in {live} bytes",
+        value.len()
+    );
+    let text = stdout(&shale(&db, &["info"]));
+    assert!(
+        text.contains("docs          prefix_len 0, media policy capacity_only, compression lz4"),
+        "{text}"
+    );
+    let unknown = shale(&db, &["kvs", "create", "x", "--compression", "zstd"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("none or lz4"));
 }
 
 /// Every file below `dir` with its bytes.

@@ -5,6 +5,7 @@ use crate::engine::{Engine, EngineSpec};
 use crate::measure::Measured;
 use crate::measure::{self, Monitor, OpKind, Phase, Recorder};
 use crate::runner::Runner;
+use crate::values::PieceWindow;
 use anyhow::{bail, Result};
 use rand::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +19,9 @@ pub struct DbBenchParams {
     pub num: u64,
     pub key_size: usize,
     pub value_size: usize,
+    /// Values compress to about this fraction of their size (db_bench's `--compression_ratio`,
+    /// default 0.5): see `values.rs`.
+    pub compression_ratio: f64,
     /// Reads in percent for readrandomwriterandom.
     pub read_write_percent: u32,
     /// Runs each read benchmark for this long instead of `num` operations.
@@ -75,28 +79,42 @@ pub fn key(n: u64, key_size: usize) -> Vec<u8> {
     text.as_bytes()[text.len().saturating_sub(key_size)..].to_vec()
 }
 
-/// A value of uniformly random bytes (incompressible; no compression ratio is modelled), filled
-/// in bulk: one random number per byte cost four times as much (issue 18).
-fn value(params: &DbBenchParams, rng: &mut impl Rng) -> Vec<u8> {
-    let mut value = vec![0; params.value_size];
-    rng.fill(&mut value[..]);
-    value
+/// What a fill loaded, kept in the engine directory's `.loaded` marker: a read benchmark uses
+/// only data loaded as this run would load it, and fills it again otherwise.
+fn loaded_description(params: &DbBenchParams, compression: shaledb::Compression) -> String {
+    format!(
+        "num {} key_size {} value_size {} compression_ratio {} compression {compression}",
+        params.num, params.key_size, params.value_size, params.compression_ratio
+    )
 }
 
-/// Runs one benchmark on one engine and records it. Read benchmarks on an engine without data
-/// first fill it (recorded as a `fillrandom` run).
+/// Runs one benchmark on one engine and records it, with values cut from `values`. Read
+/// benchmarks on an engine without the data this run would load first fill it (recorded as a
+/// `fillrandom` run).
 pub(crate) fn run(
     runner: &mut Runner<'_>,
     spec: &EngineSpec,
     benchmark: Benchmark,
     params: &DbBenchParams,
+    values: &PieceWindow,
     threads: usize,
     round: usize,
 ) -> Result<()> {
     let loaded_marker = runner.engine_dir(spec.name).join(".loaded");
-    if !benchmark.fills() && !loaded_marker.exists() {
-        run(runner, spec, Benchmark::FillRandom, params, threads, round)?;
+    let loaded = loaded_description(params, runner.common.compression);
+    let has_data = std::fs::read_to_string(&loaded_marker).is_ok_and(|text| text == loaded);
+    if !benchmark.fills() && !has_data {
+        run(
+            runner,
+            spec,
+            Benchmark::FillRandom,
+            params,
+            values,
+            threads,
+            round,
+        )?;
     }
+    let value = |rng: &mut rand::rngs::ThreadRng| values.value(params.value_size, rng);
     let live_bytes = params.num * (params.key_size + params.value_size) as u64;
     let duration = params.duration_secs.map(Duration::from_secs_f64);
     runner.measure(
@@ -119,10 +137,7 @@ pub(crate) fn run(
                     let next = AtomicU64::new(0);
                     phase(threads, params.num, None, monitor, |_| {
                         let n = next.fetch_add(1, Ordering::Relaxed);
-                        engine.write(
-                            &key(n, params.key_size),
-                            &value(params, &mut rand::thread_rng()),
-                        )?;
+                        engine.write(&key(n, params.key_size), &value(&mut rand::thread_rng()))?;
                         Ok(OpKind::Write)
                     })?
                 }
@@ -131,7 +146,7 @@ pub(crate) fn run(
                         let mut rng = rand::thread_rng();
                         engine.write(
                             &key(rng.gen_range(0..params.num), params.key_size),
-                            &value(params, &mut rng),
+                            &value(&mut rng),
                         )?;
                         Ok(OpKind::Write)
                     })?
@@ -144,7 +159,7 @@ pub(crate) fn run(
                 }
                 (Benchmark::ReadSeq, _) => read_seq(engine, threads, monitor)?,
                 (Benchmark::ReadWhileWriting, _) => {
-                    read_while_writing(engine, params, threads, duration, monitor)?
+                    read_while_writing(engine, params, values, threads, duration, monitor)?
                 }
                 (Benchmark::ReadRandomWriteRandom, _) => {
                     phase(threads, params.num, duration, monitor, |_| {
@@ -155,7 +170,7 @@ pub(crate) fn run(
                         } else {
                             engine.write(
                                 &key(rng.gen_range(0..params.num), params.key_size),
-                                &value(params, &mut rng),
+                                &value(&mut rng),
                             )?;
                             Ok(OpKind::Write)
                         }
@@ -166,7 +181,7 @@ pub(crate) fn run(
         },
     )?;
     if benchmark.fills() {
-        std::fs::write(&loaded_marker, b"")?;
+        std::fs::write(&loaded_marker, loaded)?;
     }
     Ok(())
 }
@@ -239,6 +254,7 @@ fn read_seq(engine: &dyn Engine, threads: usize, monitor: &Monitor) -> Result<Me
 fn read_while_writing(
     engine: &dyn Engine,
     params: &DbBenchParams,
+    values: &PieceWindow,
     threads: usize,
     duration: Option<Duration>,
     monitor: &Monitor,
@@ -253,7 +269,7 @@ fn read_while_writing(
                 let begin = Instant::now();
                 engine.write(
                     &key(rng.gen_range(0..params.num), params.key_size),
-                    &value(params, &mut rng),
+                    &values.value(params.value_size, &mut rng),
                 )?;
                 recorder.record(OpKind::Write, begin.elapsed());
             }
@@ -282,29 +298,5 @@ mod tests {
         assert_eq!(key(123_456, 4), b"3456".to_vec());
         assert!(Benchmark::parse("readwhilewriting").is_ok());
         assert!(Benchmark::parse("nonsense").is_err());
-    }
-
-    #[test]
-    fn values_have_the_requested_size_and_differ() {
-        let params = DbBenchParams {
-            benchmarks: Vec::new(),
-            num: 1,
-            key_size: 16,
-            value_size: 400,
-            read_write_percent: 80,
-            duration_secs: None,
-        };
-        let mut rng = rand::thread_rng();
-        let (first, second) = (value(&params, &mut rng), value(&params, &mut rng));
-        assert_eq!((first.len(), second.len()), (400, 400));
-        assert_ne!(first, second);
-        // Uniform bytes: 4,000 of them hit nearly every one of the 256 values.
-        let mut seen = [false; 256];
-        (0..10).for_each(|_| {
-            value(&params, &mut rng)
-                .iter()
-                .for_each(|&byte| seen[byte as usize] = true)
-        });
-        assert!(seen.iter().filter(|&&hit| hit).count() > 240);
     }
 }

@@ -13,6 +13,8 @@ pub struct EngineConfig {
     pub cache_bytes: u64,
     /// Client threads that will use the engine at once.
     pub threads: usize,
+    /// Compression of the stored data, for every engine that can compress (`--compression`).
+    pub compression: shaledb::Compression,
 }
 
 /// A key-value engine under test. Shared by all client threads.

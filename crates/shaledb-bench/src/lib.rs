@@ -11,4 +11,5 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod suite;
+pub mod values;
 pub mod ycsb;

@@ -138,6 +138,18 @@ pub fn markdown(report: &SuiteReport, command: &str) -> String {
         params["common"]["rounds"],
         params["common"]["probe_threads"]
     );
+    let value_ratio = params["db"]["compression_ratio"]
+        .as_f64()
+        .or(params["ycsb"]["shape"]["compression_ratio"].as_f64());
+    if let Some(ratio) = value_ratio {
+        let _ = writeln!(
+            out,
+            "Values compress to about {ratio} of their size (as db_bench makes them; 1: \
+             incompressible). Compression asked of the engines: {} (each engine's line below \
+             says what it does).\n",
+            params["common"]["compression"].as_str().unwrap_or("?")
+        );
+    }
     let _ = writeln!(out, "## Engines\n");
     if let Some(described) = params["engines"].as_object() {
         for (name, details) in described {

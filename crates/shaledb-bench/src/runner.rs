@@ -30,6 +30,9 @@ pub struct CommonParams {
     /// Seconds of each device probe (0 disables probing).
     pub probe_secs: f64,
     pub probe_threads: usize,
+    /// Compression every engine stores its data with, where it can (each engine's description
+    /// in the report says what it does).
+    pub compression: shaledb::Compression,
 }
 
 /// Wraps an engine to count the bytes clients write, identically for every engine.
@@ -112,6 +115,7 @@ impl Runner<'_> {
                 .copied()
                 .unwrap_or(self.common.cache_bytes),
             threads,
+            compression: self.common.compression,
         }
     }
 

@@ -9,6 +9,7 @@ use crate::engines;
 use crate::measure;
 use crate::results::{workload_label, RunResult, SuiteReport};
 use crate::runner::{CommonParams, Runner};
+use crate::values::{self, PieceWindow};
 use crate::ycsb::generator::key_name;
 use crate::ycsb::workload::{Distribution, RecordShape, RunState, WorkloadSpec};
 use anyhow::{Context, Result};
@@ -68,6 +69,7 @@ fn describe_engines(specs: &[&EngineSpec], common: &CommonParams) -> serde_json:
                 dir: common.data_dir.join(spec.name),
                 cache_bytes: common.cache_bytes,
                 threads: common.threads.iter().copied().max().unwrap_or(1),
+                compression: common.compression,
             };
             (
                 spec.name.to_string(),
@@ -80,6 +82,7 @@ fn describe_engines(specs: &[&EngineSpec], common: &CommonParams) -> serde_json:
 
 /// The YCSB suite: load each engine, then run each workload at each thread count, in rounds.
 pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteReport> {
+    values::check_ratio(params.shape.compression_ratio)?;
     let specs = engines(&common.engines)?;
     let mut runner = Runner {
         common,
@@ -213,6 +216,7 @@ pub fn run_ycsb(common: &CommonParams, params: &YcsbParams) -> Result<SuiteRepor
 
 /// The db_bench suite: each benchmark at each thread count, in rounds.
 pub fn run_dbbench(common: &CommonParams, params: &DbBenchParams) -> Result<SuiteReport> {
+    values::check_ratio(params.compression_ratio)?;
     let specs = engines(&common.engines)?;
     if common.equal_rss_secs > 0.0 {
         anyhow::bail!("equal RSS calibrates on YCSB's loaded records: use it with the ycsb suite");
@@ -223,12 +227,13 @@ pub fn run_dbbench(common: &CommonParams, params: &DbBenchParams) -> Result<Suit
         runs: Vec::new(),
         cache_bytes: BTreeMap::new(),
     };
+    let values = PieceWindow::new(params.value_size, params.compression_ratio);
     for benchmark in &params.benchmarks {
         let benchmark = dbbench::Benchmark::parse(benchmark)?;
         for &threads in &common.threads {
             runner.rounds(|runner, round| {
                 for spec in &specs {
-                    dbbench::run(runner, spec, benchmark, params, threads, round)?;
+                    dbbench::run(runner, spec, benchmark, params, &values, threads, round)?;
                 }
                 Ok(())
             })?;

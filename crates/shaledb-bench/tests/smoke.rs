@@ -2,6 +2,7 @@
 //! Method: tiny data sets, two rounds, every engine compiled into this build; then check the
 //! files and the fields a reader of results.json relies on.
 
+use shaledb::Compression;
 use shaledb_bench::dbbench::DbBenchParams;
 use shaledb_bench::engines::ENGINES;
 use shaledb_bench::runner::CommonParams;
@@ -20,6 +21,7 @@ fn common(dir: &std::path::Path) -> CommonParams {
         warmup_secs: 0.0,
         probe_secs: 0.2,
         probe_threads: 2,
+        compression: shaledb::Compression::None,
     }
 }
 
@@ -77,6 +79,7 @@ fn ycsb_suite_runs_every_workload() {
         shape: RecordShape {
             field_count: 10,
             field_length: 100,
+            compression_ratio: 1.0,
         },
         targets: vec![None],
         distribution: None,
@@ -118,6 +121,7 @@ fn ycsb_suite_warms_up_equalizes_memory_and_sweeps_offered_loads() {
         shape: RecordShape {
             field_count: 10,
             field_length: 100,
+            compression_ratio: 1.0,
         },
         targets: vec![Some(1000.0), None],
         distribution: None,
@@ -177,12 +181,19 @@ fn db_suite_runs_every_benchmark() {
         num: 3000,
         key_size: 20,
         value_size: 400,
+        compression_ratio: 0.5,
         read_write_percent: 80,
         duration_secs: None,
     };
     let report = suite::run_dbbench(&common, &params).unwrap();
     suite::write_outputs(&report, &common.out_dir, "smoke").unwrap();
     let results = check_outputs(&common.out_dir, "db", &benchmarks);
+    let markdown = std::fs::read_to_string(common.out_dir.join("report.md")).unwrap();
+    assert!(
+        markdown.contains("Values compress to about 0.5 of their size")
+            && markdown.contains("Compression asked of the engines: none"),
+        "{markdown}"
+    );
     let runs = results["runs"].as_array().unwrap();
     let read_while_writing = runs
         .iter()
@@ -207,4 +218,106 @@ fn db_suite_runs_every_benchmark() {
         readseq["operations"].as_u64().unwrap() >= 2900,
         "readseq reads every key"
     );
+}
+
+/// One round, one thread, no probes: the smallest run that measures.
+fn quick(dir: &std::path::Path, compression: Compression) -> CommonParams {
+    CommonParams {
+        threads: vec![1],
+        rounds: 1,
+        probe_secs: 0.0,
+        compression,
+        ..common(dir)
+    }
+}
+
+fn db_params(benchmark: &str, compression_ratio: f64) -> DbBenchParams {
+    DbBenchParams {
+        benchmarks: vec![benchmark.to_string()],
+        num: 3000,
+        key_size: 20,
+        value_size: 400,
+        compression_ratio,
+        read_write_percent: 80,
+        duration_secs: None,
+    }
+}
+
+/// ShaleDB's live bytes after the report's last run on it.
+fn shaledb_live_bytes(report: &shaledb_bench::results::SuiteReport) -> u64 {
+    let run = report.runs.iter().rev().find(|run| run.engine == "shaledb");
+    run.unwrap().engine_stats["live_bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn compression_reaches_every_engine_and_its_report_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut live = Vec::new();
+    for compression in [Compression::None, Compression::Lz4] {
+        let common = quick(dir.path(), compression);
+        let report = suite::run_dbbench(&common, &db_params("fillrandom", 0.5)).unwrap();
+        for (engine, described) in report.params["engines"].as_object().unwrap() {
+            let options = described["options"].as_str().unwrap();
+            let compresses = compression == Compression::Lz4 && engine != "lmdb";
+            assert_eq!(
+                options.contains("compression lz4"),
+                compresses,
+                "{engine}: {options}"
+            );
+            assert_eq!(
+                options.contains("no compression"),
+                !compresses,
+                "{engine}: {options}"
+            );
+        }
+        live.push(shaledb_live_bytes(&report));
+    }
+    // db_bench's values at ratio 0.5: lz4 stores each in about half.
+    assert!(live[1] < live[0] * 2 / 3, "live bytes none, lz4: {live:?}");
+    // Data filled with another compression is filled again before it is read.
+    let common = quick(dir.path(), Compression::None);
+    let report = suite::run_dbbench(&common, &db_params("readrandom", 0.5)).unwrap();
+    let workloads: Vec<&str> = report
+        .runs
+        .iter()
+        .map(|run| run.workload.as_str())
+        .collect();
+    assert!(workloads.contains(&"fillrandom"), "{workloads:?}");
+    let again = suite::run_dbbench(&common, &db_params("readrandom", 0.5)).unwrap();
+    assert!(
+        again.runs.iter().all(|run| run.workload == "readrandom"),
+        "data reused"
+    );
+    assert!(suite::run_dbbench(&common, &db_params("readrandom", 0.0)).is_err());
+}
+
+#[test]
+fn ycsb_values_compress_to_the_ratio_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut live = Vec::new();
+    for compression_ratio in [1.0, 0.5] {
+        let common = CommonParams {
+            engines: vec!["shaledb".to_string()],
+            ..quick(dir.path(), Compression::Lz4)
+        };
+        let params = YcsbParams {
+            workloads: vec!['c'],
+            records: 2000,
+            operations: 100,
+            duration_secs: None,
+            shape: RecordShape {
+                field_count: 10,
+                field_length: 100,
+                compression_ratio,
+            },
+            targets: vec![None],
+            distribution: None,
+        };
+        live.push(shaledb_live_bytes(
+            &suite::run_ycsb(&common, &params).unwrap(),
+        ));
+    }
+    // Incompressible records are stored as given; at 0.5 each field is half repeated.
+    assert!(live[0] > 2000 * 1110, "{live:?}");
+    assert!(live[1] < live[0] * 2 / 3, "{live:?}");
 }

@@ -169,6 +169,17 @@ int shaledb_kvs_open(struct shaledb_db *db,
                      struct shaledb_kvs **kvs_out);
 
 /*
+ Opens the KVS `name`, created on first use with `options` (an existing KVS keeps its own):
+ NULL or a string of `key=value` pairs separated by `;`: prefix_len=N,
+ media_policy=capacity_only|staging_only|staging_max_capacity, compression=none|lz4 (lz4:
+ each value stored compressed when that makes it smaller).
+ */
+int shaledb_kvs_open_with_options(struct shaledb_db *db,
+                                  const char *name,
+                                  const char *options,
+                                  struct shaledb_kvs **kvs_out);
+
+/*
  Frees a KVS handle (the KVS and its data stay). NULL is a no-op.
  */
 void shaledb_kvs_free(struct shaledb_kvs *kvs);

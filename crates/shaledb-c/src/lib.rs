@@ -236,8 +236,11 @@ fn db_of<'a>(db: *mut shaledb_db) -> Result<&'a Db, Failure> {
     })
 }
 
-fn parse_options(spec: &str) -> Result<Options, Failure> {
-    let mut options = Options::default();
+/// Calls `set(key, value)` for each `key=value` pair of `spec` (separated by `;` or `,`).
+fn for_each_option(
+    spec: &str,
+    mut set: impl FnMut(&str, &str) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     for item in spec
         .split([';', ','])
         .map(str::trim)
@@ -246,22 +249,30 @@ fn parse_options(spec: &str) -> Result<Options, Failure> {
         let (key, value) = item
             .split_once('=')
             .ok_or_else(|| invalid(format!("option {item:?} is not key=value")))?;
-        let number = || {
-            value
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| invalid(format!("option {key} needs a number, not {value:?}")))
-        };
-        match key.trim() {
-            "durability" => options.durability = value.trim().parse().map_err(Failure::from)?,
-            "cache_mb" => options.cache_bytes = number()? << 20,
-            "cache_bytes" => options.cache_bytes = number()?,
-            "segment_mb" => options.segment_bytes = number()? << 20,
-            "cleaner" => options.cleaner = number()? != 0,
-            "direct_io" => options.direct_io = number()? != 0,
-            "capacity_dir" => options.capacity_dir = Some(value.trim().into()),
-            "staging_dir" => options.staging_dir = Some(value.trim().into()),
-            "staging_mb" => options.staging_bytes_max = number()? << 20,
+        set(key.trim(), value.trim())?;
+    }
+    Ok(())
+}
+
+fn number(key: &str, value: &str) -> Result<u64, Failure> {
+    value
+        .parse::<u64>()
+        .map_err(|_| invalid(format!("option {key} needs a number, not {value:?}")))
+}
+
+fn parse_options(spec: &str) -> Result<Options, Failure> {
+    let mut options = Options::default();
+    for_each_option(spec, |key, value| {
+        match key {
+            "durability" => options.durability = value.parse().map_err(Failure::from)?,
+            "cache_mb" => options.cache_bytes = number(key, value)? << 20,
+            "cache_bytes" => options.cache_bytes = number(key, value)?,
+            "segment_mb" => options.segment_bytes = number(key, value)? << 20,
+            "cleaner" => options.cleaner = number(key, value)? != 0,
+            "direct_io" => options.direct_io = number(key, value)? != 0,
+            "capacity_dir" => options.capacity_dir = Some(value.into()),
+            "staging_dir" => options.staging_dir = Some(value.into()),
+            "staging_mb" => options.staging_bytes_max = number(key, value)? << 20,
             other => {
                 return Err(invalid(format!(
                     "unknown option {other:?} (durability, cache_mb, cache_bytes, segment_mb, cleaner, direct_io, \
@@ -269,7 +280,26 @@ fn parse_options(spec: &str) -> Result<Options, Failure> {
                 )))
             }
         }
-    }
+        Ok(())
+    })?;
+    Ok(options)
+}
+
+fn parse_kvs_options(spec: &str) -> Result<engine::KvsOptions, Failure> {
+    let mut options = engine::KvsOptions::default();
+    for_each_option(spec, |key, value| {
+        match key {
+            "prefix_len" => options.prefix_len = number(key, value)? as usize,
+            "media_policy" => options.media_policy = value.parse().map_err(Failure::from)?,
+            "compression" => options.compression = value.parse().map_err(Failure::from)?,
+            other => {
+                return Err(invalid(format!(
+                    "unknown KVS option {other:?} (prefix_len, media_policy, compression)"
+                )))
+            }
+        }
+        Ok(())
+    })?;
     Ok(options)
 }
 
@@ -322,19 +352,47 @@ pub extern "C" fn shaledb_kvs_open(
     kvs_out: *mut *mut shaledb_kvs,
 ) -> c_int {
     guard(|| {
-        let db = db_of(db)?;
-        let name = text(name, "name")?;
-        let slot = out(kvs_out, "kvs_out")?;
-        let kvs = db.kvs_with_options(
-            name,
-            engine::KvsOptions {
-                prefix_len,
-                ..engine::KvsOptions::default()
-            },
-        )?;
-        *slot = boxed(shaledb_kvs { kvs });
-        Ok(SHALEDB_OK)
+        let options = engine::KvsOptions {
+            prefix_len,
+            ..engine::KvsOptions::default()
+        };
+        open_kvs(db, name, options, kvs_out)
     })
+}
+
+/// Opens the KVS `name`, created on first use with `options` (an existing KVS keeps its own):
+/// NULL or a string of `key=value` pairs separated by `;`: prefix_len=N,
+/// media_policy=capacity_only|staging_only|staging_max_capacity, compression=none|lz4 (lz4:
+/// each value stored compressed when that makes it smaller).
+#[no_mangle]
+pub extern "C" fn shaledb_kvs_open_with_options(
+    db: *mut shaledb_db,
+    name: *const c_char,
+    options: *const c_char,
+    kvs_out: *mut *mut shaledb_kvs,
+) -> c_int {
+    guard(|| {
+        let options = if options.is_null() {
+            engine::KvsOptions::default()
+        } else {
+            parse_kvs_options(text(options, "options")?)?
+        };
+        open_kvs(db, name, options, kvs_out)
+    })
+}
+
+fn open_kvs(
+    db: *mut shaledb_db,
+    name: *const c_char,
+    options: engine::KvsOptions,
+    kvs_out: *mut *mut shaledb_kvs,
+) -> Result<c_int, Failure> {
+    let db = db_of(db)?;
+    let name = text(name, "name")?;
+    let slot = out(kvs_out, "kvs_out")?;
+    let kvs = db.kvs_with_options(name, options)?;
+    *slot = boxed(shaledb_kvs { kvs });
+    Ok(SHALEDB_OK)
 }
 
 /// Frees a KVS handle (the KVS and its data stay). NULL is a no-op.

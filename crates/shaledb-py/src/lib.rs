@@ -187,15 +187,18 @@ fn open(
 
 #[pymethods]
 impl Db {
-    /// The KVS `name`, created on first use with `prefix_len` and `media_policy`
-    /// ("capacity_only" (default), "staging_only" or "staging_max_capacity").
-    #[pyo3(signature = (name, prefix_len=0, media_policy=None))]
+    /// The KVS `name`, created on first use with `prefix_len`, `media_policy`
+    /// ("capacity_only" (default), "staging_only" or "staging_max_capacity") and `compression`
+    /// ("none" (default), or "lz4": each value stored compressed when that makes it smaller).
+    /// An existing KVS keeps the options it was created with.
+    #[pyo3(signature = (name, prefix_len=0, media_policy=None, compression=None))]
     fn kvs(
         &self,
         py: Python<'_>,
         name: &str,
         prefix_len: usize,
         media_policy: Option<&str>,
+        compression: Option<&str>,
     ) -> PyResult<Kvs> {
         let db = self.get()?;
         let media_policy = media_policy
@@ -203,9 +206,15 @@ impl Db {
             .transpose()
             .map_err(convert)?
             .unwrap_or_default();
+        let compression = compression
+            .map(str::parse)
+            .transpose()
+            .map_err(convert)?
+            .unwrap_or_default();
         let options = engine::KvsOptions {
             prefix_len,
             media_policy,
+            compression,
         };
         let kvs = unlocked(py, || db.kvs_with_options(name, options))?;
         Ok(Kvs {
@@ -216,7 +225,7 @@ impl Db {
 
     /// `db["users"]` is `db.kvs("users")`.
     fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Kvs> {
-        self.kvs(py, name, 0, None)
+        self.kvs(py, name, 0, None, None)
     }
 
     /// Names of all KVSs.

@@ -168,6 +168,20 @@ def test_reopen_and_errors(tmp_path):
         shaledb.open(tmp_path / "other", durability="sometimes")
 
 
+def test_compressed_kvs(db):
+    packed = db.kvs("packed", compression="lz4")
+    value = b"compressible " * 300
+    before = db.stats()["live_bytes"]
+    packed[b"k"] = value
+    assert db.stats()["live_bytes"] - before < len(value) // 4
+    assert packed[b"k"] == value
+    before = db.stats()["live_bytes"]
+    db.kvs("plain", compression="none")[b"k"] = value
+    assert db.stats()["live_bytes"] - before > len(value)
+    with pytest.raises(shaledb.InvalidArgument, match="none or lz4"):
+        db.kvs("other", compression="zstd")
+
+
 def test_help_reads_well():
     assert "shaledb.open" in shaledb.__doc__
     assert "KVDB" in shaledb.open.__doc__

@@ -1,7 +1,8 @@
 //! `check`: verify everything recovery relies on, like `fsck`: the manifest file, the
 //! checkpoint file, every segment file against the manifest (none missing, none unexpected),
 //! every record of every segment (each sealed segment reads back exactly as it was sealed, the
-//! active ones up to where they were appended), every index entry, and the live-byte counters.
+//! active ones up to where they were appended, and every compressed value decompresses), every
+//! index entry, and the live-byte counters.
 //! Meant for a quiet KVDB (the CLI's `shale check`); concurrent writes make the live-byte
 //! comparison approximate, never the others. The caller pauses the cleaner, which moves
 //! records, for the whole check.
@@ -99,6 +100,12 @@ pub fn check(store: &Store, checkpoint_dir: &Path, leftovers: &[String]) -> Resu
             |offset, record| {
                 report.records += 1;
                 report.record_bytes += record.encoded_len() as u64;
+                // The CRC covers a compressed value's bytes, not whether they decompress.
+                if let Err(reason) = record.value() {
+                    report.corruptions.push(format!(
+                        "{path} at {offset}: value failed validation: {reason}"
+                    ));
+                }
                 while next < wanted.len() && u64::from(wanted[next].entry.location.offset) < offset
                 {
                     let item = &wanted[next];

@@ -9,7 +9,7 @@ use crate::index::{Entry, KvsIndex};
 use crate::media::MediaClass;
 use crate::options::Durability;
 use crate::record::{
-    self, validate_key, validate_value, RecordKind, RecordRef, FLAG_BATCH_CONTINUES,
+    self, validate_key, validate_value, RecordKind, RecordRef, FLAG_BATCH_CONTINUES, FLAG_VALUE_LZ4,
 };
 use crate::segment::{HeadKind, SegmentMeta};
 use crate::store::KvsState;
@@ -23,21 +23,34 @@ pub struct BatchOp {
     kvs: Arc<KvsState>,
     kind: RecordKind,
     key: Vec<u8>,
+    /// The value as the client gave it: what the value cache holds.
     value: Vec<u8>,
+    /// The value compressed, when its KVS compresses and that is smaller: what is stored then.
+    /// Compressed here, in the caller's thread, before the commit takes any lock.
+    compressed: Option<Vec<u8>>,
 }
 
 impl BatchOp {
     /// A put (`Some(value)`) or delete (`None`) of an already validated key and value.
     pub fn new(kvs: Arc<KvsState>, key: Vec<u8>, value: Option<Vec<u8>>) -> Self {
-        let (kind, value) = match value {
-            Some(value) => (RecordKind::Put, value),
-            None => (RecordKind::Tombstone, Vec::new()),
+        match value {
+            Some(value) => Self::with_value(kvs, RecordKind::Put, key, value),
+            None => Self::with_value(kvs, RecordKind::Tombstone, key, Vec::new()),
+        }
+    }
+
+    fn with_value(kvs: Arc<KvsState>, kind: RecordKind, key: Vec<u8>, value: Vec<u8>) -> Self {
+        let compressed = if kind.has_value() {
+            kvs.options.compression.compress(&value)
+        } else {
+            None
         };
         BatchOp {
             kvs,
             kind,
             key,
             value,
+            compressed,
         }
     }
 
@@ -67,17 +80,20 @@ impl BatchOp {
                 key.len()
             )));
         }
-        Ok(BatchOp {
-            kvs,
-            kind,
-            key: key.to_vec(),
-            value: value.to_vec(),
-        })
+        Ok(Self::with_value(kvs, kind, key.to_vec(), value.to_vec()))
+    }
+
+    /// The value as it is stored, and the record flag that says how.
+    fn stored_value(&self) -> (&[u8], u8) {
+        match &self.compressed {
+            Some(compressed) => (compressed, FLAG_VALUE_LZ4),
+            None => (&self.value, 0),
+        }
     }
 
     /// Bytes this operation takes on media.
     pub fn encoded_len(&self) -> usize {
-        record::encoded_len(self.key.len(), self.value.len())
+        record::encoded_len(self.key.len(), self.stored_value().0.len())
     }
 }
 
@@ -157,7 +173,8 @@ impl Engine {
             .store(first_seqno + ops.len() as u64, Ordering::SeqCst);
         for (position, op) in ops.iter().enumerate() {
             let seqno = first_seqno + position as u64;
-            let flags = if position + 1 < ops.len() {
+            let (stored_value, value_flags) = op.stored_value();
+            let batch_flags = if position + 1 < ops.len() {
                 FLAG_BATCH_CONTINUES
             } else {
                 0
@@ -167,11 +184,11 @@ impl Engine {
                 &mut encoded,
                 &RecordRef {
                     kind: op.kind,
-                    flags,
+                    flags: batch_flags | value_flags,
                     kvs_id: op.kvs.id,
                     seqno,
                     key: &op.key,
-                    value: &op.value,
+                    stored_value,
                 },
             );
             let location = appender.append(&encoded);

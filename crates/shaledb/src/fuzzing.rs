@@ -9,9 +9,10 @@
 use crate::checkpoint;
 use crate::error::ErrorKind;
 use crate::identity;
+use crate::limits::{RECORD_HEADER_BYTES, VALUE_BYTES_MAX};
 use crate::manifest;
 use crate::media::{AlignedBuf, MediaCounters, OsStorage, ReadPurpose, SegmentFile, WritePurpose};
-use crate::record::{self, DecodeError, RecordRef};
+use crate::record::{self, DecodeError, RecordRef, FLAG_VALUE_LZ4};
 use crate::segment::{scan_records, SegmentHeader};
 use std::path::Path;
 use std::sync::Arc;
@@ -22,8 +23,25 @@ fn rejected_as_corruption(result: crate::error::Result<impl Sized>, what: &str) 
     }
 }
 
-/// The record decoder: accepted records encode back to the bytes they were read from.
+/// The record decoder: accepted records encode back to the bytes they were read from, and
+/// their values read back (a compressed one decompressed within the value limit) or are
+/// refused with a reason. The same bytes are tried again with their CRC made to match, so
+/// that changed bytes reach the checks behind the CRC (flags, the compressed value), as a
+/// writer's bug or a crafted file would.
 pub fn record(bytes: &[u8]) {
+    decode_record(bytes);
+    if bytes.len() >= RECORD_HEADER_BYTES {
+        let mut resealed = bytes.to_vec();
+        let key_len = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
+        let value_len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+        let end = record::encoded_len(key_len, value_len).min(bytes.len());
+        let crc = crc32c::crc32c(&resealed[record::CRC_BYTES..end]);
+        resealed[..record::CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+        decode_record(&resealed);
+    }
+}
+
+fn decode_record(bytes: &[u8]) {
     match record::decode(bytes) {
         Ok(decoded) => {
             let mut again = Vec::new();
@@ -33,6 +51,14 @@ pub fn record(bytes: &[u8]) {
                 bytes[..decoded.encoded_len()],
                 "a record re-encodes as read"
             );
+            match decoded.value() {
+                Ok(value) => assert!(value.len() <= VALUE_BYTES_MAX),
+                Err(_) => assert_ne!(
+                    decoded.flags & FLAG_VALUE_LZ4,
+                    0,
+                    "only a compressed value can fail to read"
+                ),
+            }
         }
         Err(DecodeError::Truncated { needed }) => assert!(needed > bytes.len()),
         Err(DecodeError::Unwritten | DecodeError::Corrupt(_)) => {}
@@ -141,19 +167,29 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Valid encodings of each kind of input, to mutate.
+    /// Valid encodings of each kind of input, to mutate: for records, a put stored compressed
+    /// then two stored as given.
     fn sample_record() -> Vec<u8> {
+        let value = b"a compressible value, ".repeat(12);
+        let compressed = crate::compression::Compression::Lz4
+            .compress(&value)
+            .unwrap();
         let mut bytes = Vec::new();
         for seqno in 1..4u64 {
+            let (flags, stored_value) = if seqno == 1 {
+                (FLAG_VALUE_LZ4, &compressed[..])
+            } else {
+                (0, &[7; 300][..])
+            };
             record::encode(
                 &mut bytes,
                 &RecordRef {
                     kind: record::RecordKind::Put,
-                    flags: 0,
+                    flags,
                     kvs_id: 1,
                     seqno,
                     key: b"some-key",
-                    value: &[7; 300],
+                    stored_value,
                 },
             );
         }
@@ -176,6 +212,16 @@ mod tests {
                 id: 1,
                 name: "users".into(),
                 options: Default::default(),
+            })
+            .unwrap();
+        written
+            .record(&manifest::Edit::KvsCreated {
+                id: 2,
+                name: "pages".into(),
+                options: crate::options::KvsOptions {
+                    compression: crate::compression::Compression::Lz4,
+                    ..Default::default()
+                },
             })
             .unwrap();
         std::fs::read(dir.path().join(manifest::FILE_NAME)).unwrap()

@@ -12,7 +12,7 @@ use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::log::LogHead;
 use crate::media::{MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
-use crate::record::{self, RecordKind, RecordRef};
+use crate::record::{self, RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{scan_records, HeadKind, Location, ScanSummary, SegmentId, SegmentMeta};
 use crate::store::{KvsState, Store};
 use parking_lot::{Mutex, MutexGuard};
@@ -368,7 +368,9 @@ pub(crate) fn move_version(
     Ok(Some(to))
 }
 
-/// Appends `record` as `kind`, outside any batch, to the cleaner head `destination`.
+/// Appends `record` as `kind`, outside any batch, to the cleaner head `destination`: its
+/// stored bytes as they are (a compressed value stays compressed, its flag kept; nothing is
+/// compressed or decompressed again).
 fn copy_record(
     destination: &LogHead,
     encoded: &mut Vec<u8>,
@@ -380,7 +382,7 @@ fn copy_record(
         encoded,
         &RecordRef {
             kind,
-            flags: 0,
+            flags: record.flags & !FLAG_BATCH_CONTINUES,
             ..*record
         },
     );

@@ -125,7 +125,8 @@ mod tests {
                     "users".into(),
                     KvsOptions {
                         prefix_len: 4,
-                        media_policy: MediaPolicy::StagingOnly
+                        media_policy: MediaPolicy::StagingOnly,
+                        ..KvsOptions::default()
                     }
                 )],
                 capacity_dir: Some("/data/cap".into()),

@@ -1,5 +1,6 @@
 //! Options, layered by scope: [`Options`] for the KVDB, [`KvsOptions`] for one KVS.
 
+use crate::compression::Compression;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::media::{OsStorage, Storage};
@@ -271,6 +272,11 @@ pub struct KvsOptions {
     /// Which media classes hold the KVS's data (staging policies need a staging class).
     #[serde(default)]
     pub media_policy: MediaPolicy,
+    /// How values are stored: `None` (the default) as given, `Lz4` compressed when that makes
+    /// them smaller. Reads return values as written either way; the value cache holds them
+    /// decompressed.
+    #[serde(default)]
+    pub compression: Compression,
 }
 
 impl KvsOptions {

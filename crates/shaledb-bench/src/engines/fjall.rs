@@ -1,16 +1,24 @@
-//! fjall, an LSM-tree engine in Rust, with its block cache set to the shared budget. fjall does
-//! buffered I/O only, so the page cache adds caching beyond the budget (the report says so).
+//! fjall, an LSM-tree engine in Rust, with its block cache set to the shared budget and the
+//! harness's compression (fjall's own default is lz4). fjall does buffered I/O only, so the page
+//! cache adds caching beyond the budget (the report says so).
 
 use crate::engine::{Engine, EngineConfig, EngineSpec};
 use anyhow::Result;
-use fjall::{Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode};
+use fjall::{
+    CompressionType, Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode,
+};
 
 pub const SPEC: EngineSpec = EngineSpec {
     name: "fjall",
     direct_io: false,
     describe: |config| {
         format!(
-            "fjall 2 (LSM, default options): block cache {} MiB, journal on, buffered I/O",
+            "fjall 2 (LSM, default options but compression): {}, block cache {} MiB, journal \
+             on, buffered I/O",
+            match config.compression {
+                shaledb::Compression::None => "no compression".to_string(),
+                compression => format!("compression {compression}"),
+            },
             config.cache_bytes >> 20
         )
     },
@@ -27,7 +35,14 @@ impl FjallEngine {
         let keyspace = Config::new(&config.dir)
             .cache_size(config.cache_bytes)
             .open()?;
-        let partition = keyspace.open_partition("usertable", PartitionCreateOptions::default())?;
+        let compression = match config.compression {
+            shaledb::Compression::None => CompressionType::None,
+            shaledb::Compression::Lz4 => CompressionType::Lz4,
+        };
+        let partition = keyspace.open_partition(
+            "usertable",
+            PartitionCreateOptions::default().compression(compression),
+        )?;
         Ok(FjallEngine {
             keyspace,
             partition,

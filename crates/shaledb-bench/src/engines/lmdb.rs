@@ -15,8 +15,9 @@ pub const SPEC: EngineSpec = EngineSpec {
     name: "lmdb",
     direct_io: false,
     describe: |_| {
-        "LMDB (heed, bundled liblmdb): one write transaction per write, NO_SYNC with an explicit \
-         sync between phases, memory-mapped reads through the page cache (no budget possible)"
+        "LMDB (heed, bundled liblmdb): no compression (LMDB has none, whatever --compression \
+         says), one write transaction per write, NO_SYNC with an explicit sync between phases, \
+         memory-mapped reads through the page cache (no budget possible)"
             .to_string()
     },
     open: |config| Ok(Box::new(LmdbEngine::open(config)?)),

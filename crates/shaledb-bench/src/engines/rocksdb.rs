@@ -2,8 +2,9 @@
 //! (index and filter blocks held outside the block cache, their memory counted in the
 //! process's RSS), and `rocksdb-tuned`, configured as RocksDB's tuning guide recommends for
 //! point reads over a data set larger than memory. ShaleDB's ratios are read against the
-//! better of the two. Both run without compression, as ShaleDB does, with a bloom filter of
-//! 10 bits per key and direct I/O for reads, flushes and compactions.
+//! better of the two. Both compress as ShaleDB does (`--compression`: none, or lz4 on every
+//! level), with a bloom filter of 10 bits per key and direct I/O for reads, flushes and
+//! compactions.
 //!
 //! The library is either the one the `rocksdb` crate bundles (built from C++ source) or, when
 //! the build sets `ROCKSDB_LIB_DIR`, the system's (Debian's librocksdb, the same library as
@@ -37,7 +38,7 @@ pub const TUNED_SPEC: EngineSpec = EngineSpec {
 #[derive(Clone, Copy)]
 enum Tuning {
     /// RocksDB's defaults but for what must be equal to ShaleDB's configuration: the block
-    /// cache is the shared budget, no compression, direct I/O, a bloom filter.
+    /// cache is the shared budget, the same compression, direct I/O, a bloom filter.
     AsShipped,
     /// RocksDB's tuning guide ("Setup Options and Basic Tuning", "Partitioned Index/Filters",
     /// "Block Cache"): partitioned index and filters in the block cache, the top level and L0's
@@ -55,9 +56,22 @@ fn background_jobs(config: &EngineConfig) -> i32 {
     config.threads.clamp(2, 4) as i32
 }
 
+/// RocksDB's compression for the harness's: the same on every level (`compression` with no
+/// per-level or bottommost override).
+fn compression_type(compression: shaledb::Compression) -> DBCompressionType {
+    match compression {
+        shaledb::Compression::None => DBCompressionType::None,
+        shaledb::Compression::Lz4 => DBCompressionType::Lz4,
+    }
+}
+
 fn describe(config: &EngineConfig, tuning: Tuning) -> String {
+    let compression = match config.compression {
+        shaledb::Compression::None => "no compression".to_string(),
+        compression => format!("compression {compression} on every level"),
+    };
     let common = format!(
-        "RocksDB ({LIBRARY}): no compression, bloom filter 10 bits/key, LRU block cache {} MiB, \
+        "RocksDB ({LIBRARY}): {compression}, bloom filter 10 bits/key, LRU block cache {} MiB, \
          use_direct_reads, use_direct_io_for_flush_and_compaction (compaction readahead 2 MiB, \
          RocksDB's default under direct I/O), max_background_jobs {}, WAL on with sync=false",
         config.cache_bytes >> 20,
@@ -96,7 +110,7 @@ impl RocksEngine {
         table.set_bloom_filter(10.0, false);
         let mut options = Options::default();
         options.create_if_missing(true);
-        options.set_compression_type(DBCompressionType::None);
+        options.set_compression_type(compression_type(config.compression));
         options.set_use_direct_reads(true);
         options.set_use_direct_io_for_flush_and_compaction(true);
         options.set_max_background_jobs(background_jobs(config));

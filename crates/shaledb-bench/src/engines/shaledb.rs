@@ -1,4 +1,5 @@
-//! ShaleDB itself, with default options but the shared cache budget.
+//! ShaleDB itself, with default options but the shared cache budget and the harness's
+//! compression as its KVS's.
 
 use crate::engine::{Engine, EngineConfig, EngineSpec};
 use anyhow::Result;
@@ -8,9 +9,16 @@ pub const SPEC: EngineSpec = EngineSpec {
     direct_io: true,
     describe: |config| {
         format!(
-            "ShaleDB {}: value cache {} MiB, durability interval 100 ms, 64 MiB segments, O_DIRECT",
+            "ShaleDB {}: value cache {} MiB, durability interval 100 ms, 64 MiB segments, O_DIRECT, {}",
             env!("CARGO_PKG_VERSION"),
-            config.cache_bytes >> 20
+            config.cache_bytes >> 20,
+            match config.compression {
+                shaledb::Compression::None => "no compression".to_string(),
+                compression => format!(
+                    "KVS compression {compression} (each value stored compressed when that makes \
+                     it smaller; the value cache holds values uncompressed)"
+                ),
+            }
         )
     },
     open: |config| Ok(Box::new(ShaleEngine::open(config)?)),
@@ -28,7 +36,20 @@ impl ShaleEngine {
             ..shaledb::Options::default()
         };
         let db = shaledb::Db::open(&config.dir, options)?;
-        let kvs = db.kvs("usertable")?;
+        let kvs_options = shaledb::KvsOptions {
+            compression: config.compression,
+            ..shaledb::KvsOptions::default()
+        };
+        let kvs = db.kvs_with_options("usertable", kvs_options)?;
+        // An existing KVS keeps its options: data loaded with another compression would be
+        // measured and reported as this one.
+        anyhow::ensure!(
+            kvs.options().compression == config.compression,
+            "{} holds data stored with compression {}, not {}: use a fresh data directory",
+            config.dir.display(),
+            kvs.options().compression,
+            config.compression
+        );
         Ok(ShaleEngine { db, kvs })
     }
 }

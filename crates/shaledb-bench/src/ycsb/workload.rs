@@ -4,8 +4,9 @@
 use super::generator::{key_name, AcknowledgedCounter, ScrambledZipfian, SkewedLatest};
 use crate::engine::Engine;
 use crate::measure::{OpKind, Recorder};
+use crate::values;
 use anyhow::{bail, Result};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -96,11 +97,13 @@ enum Operation {
     ReadModifyWrite,
 }
 
-/// Record shape: `field_count` fields of `field_length` bytes (YCSB: 10 x 100).
+/// Record shape: `field_count` fields of `field_length` bytes (YCSB: 10 x 100), each
+/// compressible to `compression_ratio` of its length (1: incompressible, as YCSB's are).
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct RecordShape {
     pub field_count: usize,
     pub field_length: usize,
+    pub compression_ratio: f64,
 }
 
 impl RecordShape {
@@ -113,7 +116,7 @@ impl RecordShape {
             record.extend_from_slice(&(self.field_length as u32).to_le_bytes());
             let value_at = record.len();
             record.resize(value_at + self.field_length, 0);
-            fill_printable(&mut record[value_at..], rng);
+            self.fill_field(&mut record[value_at..], rng);
         }
         record
     }
@@ -144,12 +147,23 @@ impl RecordShape {
                 let value = record
                     .get_mut(at..at + value_len)
                     .ok_or_else(|| anyhow::anyhow!("record too short"))?;
-                fill_printable(value, rng);
+                self.fill_field(value, rng);
                 return Ok(());
             }
             at += value_len;
         }
         bail!("record has no field {field}")
+    }
+
+    /// Fills a field with printable bytes cut from the window, compressible to the shape's
+    /// ratio: per half window, one random number (an offset into the window) and a copy of
+    /// `len x ratio` bytes, repeated to `len`. Fields longer than half the window repeat its
+    /// bytes in different arrangements.
+    fn fill_field(&self, value: &mut [u8], rng: &mut impl Rng) {
+        let window = printable_window();
+        for chunk in value.chunks_mut(PRINTABLE_WINDOW / 2) {
+            values::fill_compressible(chunk, self.compression_ratio, window, rng);
+        }
     }
 }
 
@@ -183,32 +197,16 @@ fn push_field_name(record: &mut Vec<u8>, field: usize) {
 /// Size of the window values are cut from. Drawing one random number per value byte was about
 /// half the CPU of a load (issue 18); like YCSB's `RandomByteIterator`, which gets several bytes
 /// from each random number, a value now costs one random number per field (a random offset into
-/// this window) and a copy. Values stay distinct (65,437 offsets for a 100-byte field) and
-/// incompressible within a record or a 4 KiB block.
+/// this window) and a copy. Values stay distinct (65,437 offsets for a 100-byte field) and, at
+/// compression ratio 1 (the default), incompressible within a record or a 4 KiB block.
 const PRINTABLE_WINDOW: usize = 64 * 1024;
 
 /// Random printable bytes (`' '..='~'`, YCSB's alphabet), made once per process from a fixed
 /// seed: every run and every engine cuts its values from the same window, so the values depend
-/// only on the caller's rng, and a seeded rng reproduces them exactly.
+/// only on the caller's rng (and the ratio), and a seeded rng reproduces them exactly.
 fn printable_window() -> &'static [u8] {
     static WINDOW: OnceLock<Box<[u8]>> = OnceLock::new();
-    WINDOW.get_or_init(|| {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5ca1_ed18);
-        (0..PRINTABLE_WINDOW)
-            .map(|_| rng.gen_range(b' '..=b'~'))
-            .collect()
-    })
-}
-
-/// Fills `value` with printable random bytes: a copy from a random offset into the window per
-/// half window (one random number per field of up to 32 KiB; longer fields repeat the window's
-/// bytes in different arrangements).
-fn fill_printable(value: &mut [u8], rng: &mut impl Rng) {
-    let window = printable_window();
-    for chunk in value.chunks_mut(PRINTABLE_WINDOW / 2) {
-        let start = rng.gen_range(0..=window.len() - chunk.len());
-        chunk.copy_from_slice(&window[start..start + chunk.len()]);
-    }
+    WINDOW.get_or_init(|| values::printable(PRINTABLE_WINDOW, 0x5ca1_ed18))
 }
 
 /// Shared state of a run phase over a loaded data set.
@@ -329,6 +327,7 @@ impl RunState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
 
     #[test]
     fn operation_mixes_match_their_proportions() {
@@ -363,6 +362,7 @@ mod tests {
         let shape = RecordShape {
             field_count: 10,
             field_length: 100,
+            compression_ratio: 1.0,
         };
         let record = shape.build(&mut rng);
         assert_eq!(record.len(), shape.encoded_len());
@@ -404,15 +404,23 @@ mod tests {
             RecordShape {
                 field_count: 10,
                 field_length: 100,
+                compression_ratio: 1.0,
             },
             RecordShape {
                 field_count: 12,
                 field_length: 1,
+                compression_ratio: 1.0,
             },
             // Longer than the window: filled in several copies.
             RecordShape {
                 field_count: 2,
                 field_length: 100_000,
+                compression_ratio: 1.0,
+            },
+            RecordShape {
+                field_count: 10,
+                field_length: 100,
+                compression_ratio: 0.5,
             },
         ] {
             let first = shape.build(&mut rng);
@@ -431,6 +439,7 @@ mod tests {
         let shape = RecordShape {
             field_count: 10,
             field_length: 100,
+            compression_ratio: 1.0,
         };
         let values = value_bytes(&shape, &shape.build(&mut rng));
         let fields: std::collections::HashSet<&[u8]> = values.chunks(100).collect();
@@ -445,10 +454,51 @@ mod tests {
     }
 
     #[test]
+    fn at_ratio_one_records_are_the_bytes_they_were_before_ratios_existed() {
+        let shape = RecordShape {
+            field_count: 10,
+            field_length: 100,
+            compression_ratio: 1.0,
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        let bytes: Vec<u8> = (0..3).flat_map(|_| shape.build(&mut rng)).collect();
+        let fnv1a = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+        // Computed with the harness as it was before compression ratios: the default ratio
+        // writes exactly the values it wrote, so earlier results stay comparable.
+        assert_eq!(fnv1a, 0xfa51_037c_d14a_5f83);
+    }
+
+    #[test]
+    fn fields_compress_to_the_ratio() {
+        let shape = RecordShape {
+            field_count: 10,
+            field_length: 100,
+            compression_ratio: 0.5,
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let record = shape.build(&mut rng);
+        let values = value_bytes(&shape, &record);
+        for field in values.chunks(100) {
+            assert_eq!(field[..50], field[50..]);
+        }
+        let mut updated = record.clone();
+        shape.update_field(&mut updated, 2, &mut rng).unwrap();
+        let field = &value_bytes(&shape, &updated)[200..300];
+        assert_eq!(
+            field[..50],
+            field[50..],
+            "an updated field has the same shape"
+        );
+    }
+
+    #[test]
     fn the_same_seed_builds_the_same_records() {
         let shape = RecordShape {
             field_count: 10,
             field_length: 100,
+            compression_ratio: 1.0,
         };
         let build = |seed| {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

@@ -88,6 +88,46 @@ static void test_kvs_lifecycle(shaledb_db *db) {
     shaledb_kvs_free(fixed);
 }
 
+/* Live bytes of the KVDB, from its stats. */
+static unsigned long long live_bytes(shaledb_db *db) {
+    char *json = NULL;
+    unsigned long long live = 0;
+    OK(shaledb_stats_json(db, &json));
+    const char *field = json == NULL ? NULL : strstr(json, "\"live_bytes\":");
+    CHECK(field != NULL);
+    if (field != NULL)
+        live = strtoull(field + strlen("\"live_bytes\":"), NULL, 10);
+    shaledb_free(json);
+    return live;
+}
+
+static void test_kvs_options(shaledb_db *db) {
+    shaledb_kvs *kvs = NULL;
+    OK(shaledb_kvs_open_with_options(db, "packed", "compression=lz4; prefix_len=2", &kvs));
+    char value[4000];
+    for (size_t i = 0; i < sizeof value; i++)
+        value[i] = "compressible "[i % 13];
+    unsigned long long before = live_bytes(db);
+    OK(shaledb_put(kvs, B("ab"), 2, B(value), sizeof value));
+    CHECK(live_bytes(db) - before < sizeof value / 4); /* stored compressed */
+    uint8_t *got = NULL;
+    size_t len = 0;
+    OK(shaledb_get_alloc(kvs, B("ab"), 2, &got, &len));
+    CHECK(got != NULL && len == sizeof value && memcmp(got, value, len) == 0);
+    shaledb_free(got);
+    CHECK(shaledb_prefix_delete(kvs, B("a"), 1) == SHALEDB_INVALID_ARGUMENT); /* prefix_len 2 */
+    shaledb_kvs_free(kvs);
+    OK(shaledb_kvs_open_with_options(db, "plain", NULL, &kvs));
+    shaledb_kvs_free(kvs);
+    kvs = NULL;
+    CHECK(shaledb_kvs_open_with_options(db, "x", "compression=zstd", &kvs) == SHALEDB_INVALID_ARGUMENT);
+    CHECK(strstr(shaledb_last_error(), "none or lz4") != NULL);
+    CHECK(shaledb_kvs_open_with_options(db, "x", "media_policy=fastest", &kvs) == SHALEDB_INVALID_ARGUMENT);
+    CHECK(shaledb_kvs_open_with_options(db, "x", "prefix_len=two", &kvs) == SHALEDB_INVALID_ARGUMENT);
+    CHECK(shaledb_kvs_open_with_options(db, "x", "bogus=1", &kvs) == SHALEDB_INVALID_ARGUMENT);
+    CHECK(kvs == NULL);
+}
+
 static void test_batch_snapshot_cursor(shaledb_db *db) {
     shaledb_kvs *kvs = NULL;
     OK(shaledb_kvs_open(db, "scan", 0, &kvs));
@@ -216,6 +256,7 @@ int main(int argc, char **argv) {
         return 1;
     test_kv(db);
     test_kvs_lifecycle(db);
+    test_kvs_options(db);
     test_batch_snapshot_cursor(db);
     test_transactions(db);
     test_admin(db, argv[1]);

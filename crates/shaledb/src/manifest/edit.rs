@@ -12,10 +12,16 @@
 //!  8 segment freed    u32 id (no longer live; its file may still exist)
 //!  9 segment deleted  u32 id (its file is gone)
 //! 10 segment durable  u32 id, u64 end_bytes (an active segment was fdatasynced this far)
+//! 11 KVS created      as 4, then u8 compression (1 lz4): a KVS that compresses its values
 //! ```
+//!
+//! A KVS that compresses its values is recorded with tag 11, one without with tag 4 as before,
+//! so a KVDB without compressed KVSs stays readable by a ShaleDB from before compression, and
+//! one with them is refused by it at open (an unknown tag), never misread.
 
 use super::dirs::MediaDirs;
 use crate::codec::{ByteReader, PutBytes};
+use crate::compression::Compression;
 use crate::error::Result;
 use crate::limits::{KEY_BYTES_MAX, KVS_NAME_BYTES_MAX};
 use crate::media::MediaClass;
@@ -96,11 +102,15 @@ impl Edit {
                 out.put_u32(*next_segment_id);
             }
             Edit::KvsCreated { id, name, options } => {
-                out.put_u8(4);
+                let compressed = options.compression != Compression::None;
+                out.put_u8(if compressed { 11 } else { 4 });
                 out.put_u32(*id);
                 out.put_bytes16(name.as_bytes());
                 out.put_u32(options.prefix_len as u32);
                 out.put_u8(policy_byte(options.media_policy));
+                if compressed {
+                    out.put_u8(compression_byte(options.compression));
+                }
             }
             Edit::KvsDropped { id } => {
                 out.put_u8(5);
@@ -164,7 +174,7 @@ impl Edit {
                 next_kvs_id: reader.u32()?,
                 next_segment_id: reader.u32()?,
             },
-            4 => {
+            tag @ (4 | 11) => {
                 let id = reader.u32()?;
                 let name = reader.bytes16()?;
                 let name = std::str::from_utf8(name)
@@ -178,12 +188,19 @@ impl Edit {
                 }
                 let media_policy = policy_from_byte(reader.u8()?)
                     .ok_or_else(|| reader.corrupt("manifest: unknown media policy"))?;
+                let compression = if tag == 11 {
+                    compression_from_byte(reader.u8()?)
+                        .ok_or_else(|| reader.corrupt("manifest: unknown compression"))?
+                } else {
+                    Compression::None
+                };
                 Edit::KvsCreated {
                     id,
                     name,
                     options: KvsOptions {
                         prefix_len,
                         media_policy,
+                        compression,
                     },
                 }
             }
@@ -244,6 +261,21 @@ fn policy_from_byte(byte: u8) -> Option<MediaPolicy> {
         0 => Some(MediaPolicy::CapacityOnly),
         1 => Some(MediaPolicy::StagingOnly),
         2 => Some(MediaPolicy::StagingMaxCapacity),
+        _ => None,
+    }
+}
+
+fn compression_byte(compression: Compression) -> u8 {
+    match compression {
+        Compression::None => 0,
+        Compression::Lz4 => 1,
+    }
+}
+
+fn compression_from_byte(byte: u8) -> Option<Compression> {
+    match byte {
+        0 => Some(Compression::None),
+        1 => Some(Compression::Lz4),
         _ => None,
     }
 }

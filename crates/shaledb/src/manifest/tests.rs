@@ -1,4 +1,5 @@
 use super::*;
+use crate::compression::Compression;
 use crate::error::ErrorKind;
 use crate::media::MediaClass;
 use crate::options::{KvsOptions, MediaPolicy};
@@ -26,6 +27,16 @@ fn one_of_each() -> Vec<Edit> {
             options: KvsOptions {
                 prefix_len: 5,
                 media_policy: MediaPolicy::StagingMaxCapacity,
+                compression: Compression::None,
+            },
+        },
+        Edit::KvsCreated {
+            id: 5,
+            name: "pages".into(),
+            options: KvsOptions {
+                prefix_len: 0,
+                media_policy: MediaPolicy::CapacityOnly,
+                compression: Compression::Lz4,
             },
         },
         Edit::KvsDropped { id: 4 },
@@ -71,6 +82,34 @@ fn every_edit_round_trips() {
             "a cut edit is an error: {edit:?}"
         );
     }
+}
+
+#[test]
+fn only_a_compressing_kvs_needs_the_new_tag() {
+    let created = |compression| {
+        let mut bytes = Vec::new();
+        Edit::KvsCreated {
+            id: 1,
+            name: "k".into(),
+            options: KvsOptions {
+                compression,
+                ..KvsOptions::default()
+            },
+        }
+        .encode(&mut bytes);
+        bytes
+    };
+    // Tag 4 exactly as before compression existed, so earlier versions still read it.
+    assert_eq!(
+        created(Compression::None),
+        [4, 1, 0, 0, 0, 1, 0, b'k', 0, 0, 0, 0, 0]
+    );
+    let mut lz4 = created(Compression::Lz4);
+    assert_eq!((lz4[0], lz4[lz4.len() - 1]), (11, 1));
+    *lz4.last_mut().unwrap() = 9;
+    let error =
+        Edit::decode(&mut ByteReader::new(&lz4, Path::new("MANIFEST"), "edit", 0)).unwrap_err();
+    assert!(error.to_string().contains("unknown compression"), "{error}");
 }
 
 /// A manifest built one `record` call per edit, and the state after each call.

@@ -202,7 +202,7 @@ mod tests {
                     kvs_id: 1,
                     seqno: seqno as u64 + 1,
                     key,
-                    value,
+                    stored_value: value,
                 },
             );
         }

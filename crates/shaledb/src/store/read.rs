@@ -11,6 +11,7 @@ use crate::media::{read_exact_batch, ExactRead, ReadPurpose};
 use crate::record::{self, validate_key, RecordRef};
 use crate::segment::SegmentMeta;
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A read that finds its segment freed (the cleaner moved the record) looks the key up again;
@@ -173,8 +174,10 @@ impl Store {
         Ok(Found::OnDevice(segment))
     }
 
-    /// The value of the record `bytes` read for `entry` (see [`Store::checked_record`]). Caches
-    /// the value.
+    /// The value of the record `bytes` read for `entry` (see [`Store::checked_record`]),
+    /// decompressed if it was stored compressed; a value that does not decompress is a
+    /// `Corruption` that quarantines the segment. Caches the value as the client wrote it, so a
+    /// cache hit costs no decompression.
     fn checked_value(
         &self,
         segment: &SegmentMeta,
@@ -184,13 +187,24 @@ impl Store {
         bytes: &[u8],
     ) -> Result<Bytes> {
         let record = self.checked_record(segment, kvs_id, key, entry, bytes)?;
-        let value = Bytes::copy_from_slice(record.value);
+        let value = match record.value() {
+            Ok(Cow::Borrowed(value)) => Bytes::copy_from_slice(value),
+            Ok(Cow::Owned(value)) => Bytes::from(value),
+            Err(reason) => {
+                return Err(self.found_corrupt(
+                    segment,
+                    entry,
+                    format!("value failed validation: {reason}"),
+                ))
+            }
+        };
         self.cache.insert(kvs_id, key, entry.seqno, value.clone());
         Ok(value)
     }
 
-    /// The record `bytes` read for `entry` of `key`, once it decodes and is the version the
-    /// index expects; else a `Corruption` that quarantines the segment.
+    /// The record `bytes` read for `entry` of `key`, as stored (a compressed value stays
+    /// compressed), once it decodes and is the version the index expects; else a `Corruption`
+    /// that quarantines the segment.
     pub fn checked_record<'a>(
         &self,
         segment: &SegmentMeta,
@@ -199,26 +213,36 @@ impl Store {
         entry: Entry,
         bytes: &'a [u8],
     ) -> Result<RecordRef<'a>> {
-        let location = entry.location;
-        let corrupt = |detail: String| {
-            let error = Error::corruption(segment.path(), u64::from(location.offset), detail);
-            segment.quarantine();
-            self.note_corruption(&error);
-            error
-        };
-        let record = record::decode(bytes)
-            .map_err(|error| corrupt(format!("record failed validation: {error:?}")))?;
+        let record = record::decode(bytes).map_err(|error| {
+            self.found_corrupt(
+                segment,
+                entry,
+                format!("record failed validation: {error:?}"),
+            )
+        })?;
         if !record.kind.has_value()
             || record.kvs_id != kvs_id
             || record.key != key
             || record.seqno != entry.seqno
         {
-            return Err(corrupt(format!(
-                "the index expected KVS {kvs_id} seqno {} but the record holds KVS {} seqno {}",
-                entry.seqno, record.kvs_id, record.seqno
-            )));
+            return Err(self.found_corrupt(
+                segment,
+                entry,
+                format!(
+                    "the index expected KVS {kvs_id} seqno {} but the record holds KVS {} seqno {}",
+                    entry.seqno, record.kvs_id, record.seqno
+                ),
+            ));
         }
         Ok(record)
+    }
+
+    /// The `Corruption` of the record of `entry`: its segment is quarantined and the damage noted.
+    fn found_corrupt(&self, segment: &SegmentMeta, entry: Entry, detail: String) -> Error {
+        let error = Error::corruption(segment.path(), u64::from(entry.location.offset), detail);
+        segment.quarantine();
+        self.note_corruption(&error);
+        error
     }
 }
 
