@@ -1,9 +1,10 @@
 """The headline table from ycsb/results.json: per workload and thread count, median ops/s of
 each engine, ShaleDB's median paired ratio against each RocksDB and against the better of the
 two in each round, the main operation's p99 / p99.9 (median-throughput round), engine RSS and
-cache."""
+cache. Reads the run beside it, or the results directory given as its argument (later headline
+runs use this script)."""
 import json, statistics, sys, os
-here = os.path.dirname(os.path.abspath(__file__))
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 runs = json.load(open(os.path.join(here, "ycsb", "results.json")))["runs"]
 groups = {}
 for run in runs:
