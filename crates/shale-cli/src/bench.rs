@@ -175,6 +175,10 @@ pub struct DbArgs {
     /// Run read benchmarks for this many seconds instead of --num operations.
     #[arg(long)]
     duration: Option<f64>,
+    /// Bytes per second readwhilewriting's writer may write (keys and values); 0: as fast as
+    /// it can, as db_bench's default.
+    #[arg(long = "benchmark_write_rate_limit", default_value_t = 0)]
+    write_rate_limit: u64,
 }
 
 #[derive(clap::Args)]
@@ -461,6 +465,7 @@ pub fn run(cli: &Cli, command: &BenchCommand) -> Result<ExitCode> {
                 compression_ratio: args.compression_ratio,
                 read_write_percent: args.read_write_percent,
                 duration_secs: args.duration,
+                write_rate_limit: args.write_rate_limit,
             };
             (
                 shaledb_bench::suite::run_dbbench(&common, &params)?,

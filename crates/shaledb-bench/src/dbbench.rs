@@ -26,6 +26,9 @@ pub struct DbBenchParams {
     pub read_write_percent: u32,
     /// Runs each read benchmark for this long instead of `num` operations.
     pub duration_secs: Option<f64>,
+    /// Bytes per second (keys and values) readwhilewriting's writer may write; 0: as fast as
+    /// it can (db_bench's `--benchmark_write_rate_limit`).
+    pub write_rate_limit: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,13 +268,24 @@ fn read_while_writing(
         let writer = scope.spawn(|| -> Result<Recorder> {
             let mut recorder = Recorder::default();
             let mut rng = rand::thread_rng();
+            let started = Instant::now();
+            let mut written = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                if params.write_rate_limit > 0 {
+                    // Ahead of the rate: wait until the bytes written so far are due.
+                    let due =
+                        Duration::from_secs_f64(written as f64 / params.write_rate_limit as f64);
+                    if let Some(early) = due.checked_sub(started.elapsed()) {
+                        std::thread::sleep(early);
+                    }
+                }
                 let begin = Instant::now();
                 engine.write(
                     &key(rng.gen_range(0..params.num), params.key_size),
                     &values.value(params.value_size, &mut rng),
                 )?;
                 recorder.record(OpKind::Write, begin.elapsed());
+                written += (params.key_size + params.value_size) as u64;
             }
             Ok(recorder)
         });

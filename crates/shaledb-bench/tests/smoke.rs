@@ -184,6 +184,7 @@ fn db_suite_runs_every_benchmark() {
         compression_ratio: 0.5,
         read_write_percent: 80,
         duration_secs: None,
+        write_rate_limit: 0,
     };
     let report = suite::run_dbbench(&common, &params).unwrap();
     suite::write_outputs(&report, &common.out_dir, "smoke").unwrap();
@@ -240,6 +241,7 @@ fn db_params(benchmark: &str, compression_ratio: f64) -> DbBenchParams {
         compression_ratio,
         read_write_percent: 80,
         duration_secs: None,
+        write_rate_limit: 0,
     }
 }
 
@@ -320,4 +322,31 @@ fn ycsb_values_compress_to_the_ratio_asked() {
     // Incompressible records are stored as given; at 0.5 each field is half repeated.
     assert!(live[0] > 2000 * 1110, "{live:?}");
     assert!(live[1] < live[0] * 2 / 3, "{live:?}");
+}
+
+#[test]
+fn readwhilewriting_writer_keeps_to_the_write_rate_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let common = CommonParams {
+        engines: vec!["shaledb".to_string()],
+        threads: vec![2],
+        ..quick(dir.path(), Compression::None)
+    };
+    // 100 writes of 420 bytes a second, for one second.
+    let params = DbBenchParams {
+        duration_secs: Some(1.0),
+        write_rate_limit: 42_000,
+        ..db_params("readwhilewriting", 0.5)
+    };
+    let report = suite::run_dbbench(&common, &params).unwrap();
+    let run = report
+        .runs
+        .iter()
+        .find(|run| run.workload == "readwhilewriting")
+        .unwrap();
+    let writes = run.latency_us["WRITE"].count;
+    assert!(
+        (50..=200).contains(&writes),
+        "{writes} writes in one second at 100 a second"
+    );
 }

@@ -127,6 +127,14 @@ impl Engine {
                 .throttled_micros
                 .add(delay.as_micros() as u64);
         }
+        if let Some(delay) = self.store.pacer.admit(total_bytes as u64) {
+            // Reads are waiting too long: writes slow down so they get the device back.
+            std::thread::sleep(delay);
+            self.store
+                .counters
+                .paced_micros
+                .add(delay.as_micros() as u64);
+        }
         // Batches go to staging if any KVS they write keeps new data there.
         let class = if self.store.heads.has_staging()
             && ops

@@ -36,6 +36,8 @@ pub struct Counters {
     pub cleaner_live_fraction_micros: Counter,
     pub sorted_ranges: Counter,
     pub sort_bytes_copied: Counter,
+    /// Time writers spent slowed down by the write pacer, in microseconds.
+    pub paced_micros: Counter,
     /// Time writers spent slowed down by the space reserve, in microseconds.
     pub throttled_micros: Counter,
     pub checkpoints_written: Counter,

@@ -49,6 +49,7 @@ mod log;
 mod manifest;
 mod media;
 mod options;
+mod pacer;
 mod poison;
 mod record;
 mod recovery;

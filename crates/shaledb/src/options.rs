@@ -77,6 +77,14 @@ pub struct Options {
     /// the cleaner works regardless), which halves what cleaning writes against 0.75
     /// (ARCHITECTURE.md, "Cleaning").
     pub space_target_live_ratio: f64,
+    /// Foreground reads should take at most this long: while more than 1% of gets' device
+    /// reads take longer, client writes are paced, down to `write_rate_floor`, so an
+    /// unthrottled writer cannot starve readers (ARCHITECTURE.md, "pacing"). Zero turns pacing
+    /// off. Default 2 ms.
+    pub read_latency_target: Duration,
+    /// The rate, in bytes per second, below which pacing never slows client writes. Default
+    /// 16 MiB/s.
+    pub write_rate_floor: u64,
     /// Most bytes per second the sorter may rewrite: it moves key ranges that scans found
     /// scattered over many segments into key order, so the next scan of them reads a few
     /// contiguous spans instead of one record per read (ARCHITECTURE.md, "Sorting"); over any
@@ -138,6 +146,8 @@ impl Default for Options {
             checkpoint_interval_bytes: 512 << 20,
             cleaner: true,
             space_target_live_ratio: 0.5,
+            read_latency_target: Duration::from_millis(2),
+            write_rate_floor: 16 << 20,
             sort_bytes_per_sec: 32 << 20,
             sort_queue_ranges: 256,
             direct_io: true,
@@ -201,6 +211,9 @@ impl Options {
                 "space_target_live_ratio {} must be between 0.05 and 0.99",
                 self.space_target_live_ratio
             ));
+        }
+        if self.write_rate_floor == 0 {
+            return invalid("write_rate_floor must be positive: paced writes must go on".into());
         }
         if self.sort_queue_ranges > limits::SORT_QUEUE_RANGES_MAX {
             return invalid(format!(

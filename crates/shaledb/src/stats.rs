@@ -71,6 +71,10 @@ pub struct Stats {
     pub sorted_ranges: u64,
     pub sort_bytes_copied: u64,
     pub sort_ranges_dropped: u64,
+    /// Time writers spent slowed down so that reads kept their latency target, and the rate
+    /// client writes are limited to now (bytes per second; `None`: not limited).
+    pub paced_secs: f64,
+    pub write_rate_limit: Option<u64>,
     /// Time writers spent slowed down because the space reserve was running low.
     pub throttled_secs: f64,
     /// Bytes the capacity class uses, and the most it may use (space budget or free space).
@@ -166,6 +170,8 @@ impl Stats {
             sort_bytes_copied: counters.sort_bytes_copied.get(),
             sort_ranges_dropped: store.scattered.dropped.get(),
             segments_by_head,
+            paced_secs: counters.paced_micros.get() as f64 / 1e6,
+            write_rate_limit: store.pacer.limit(),
             throttled_secs: counters.throttled_micros.get() as f64 / 1e6,
             capacity_used_bytes,
             capacity_limit_bytes,

@@ -1,7 +1,7 @@
 //! The store: what a KVDB holds on media and in DRAM, and the one thing the background jobs
 //! (cleaner, sorter, checkpointer, check, workers) are handed. It has the segments, the log
-//! heads that append to them, the per-KVS indexes, the seqno clock, the space budget, the value
-//! cache, the key ranges scans found scattered (`scattered.rs`) and the counters, with the
+//! heads that append to them, the per-KVS indexes, the seqno clock, the space budget, the write
+//! pacer, the value cache, the key ranges scans found scattered (`scattered.rs`) and the counters, with the
 //! operations every path shares: read a record's value (`read.rs`) and forget a version nothing
 //! points at. It knows nothing of the catalog, of handles, of
 //! transactions or of the jobs themselves.
@@ -19,6 +19,7 @@ use crate::counters::Counters;
 use crate::error::Error;
 use crate::index::Entry;
 use crate::log::{Heads, Lifecycle};
+use crate::pacer::WritePacer;
 use crate::poison::Poison;
 use crate::segment::SegmentTable;
 use crate::space::SpaceBudget;
@@ -39,6 +40,8 @@ pub struct Store {
     pub covered_seqno: AtomicU64,
     pub space: SpaceBudget,
     pub cache: ValueCache,
+    /// Paces client writes by how long gets' device reads take.
+    pub pacer: WritePacer,
     /// Key ranges scans found scattered, for the sorter.
     pub scattered: ScatteredRanges,
     pub counters: Counters,

@@ -13,6 +13,7 @@ use crate::log::{Heads, HeadsConfig, Lifecycle};
 use crate::manifest::Edit;
 use crate::media::{remove_file_durably, set_file_aside, MediaClass};
 use crate::options::{KvsOptions, Options};
+use crate::pacer::WritePacer;
 use crate::poison::Poison;
 use crate::recovery::{self, Cleanup, RecoveryInput, RecoveryReport};
 use crate::segment::{SegmentId, SegmentTable};
@@ -132,6 +133,7 @@ impl Store {
             covered_seqno: AtomicU64::new(recovered.covered_seqno),
             space,
             cache: ValueCache::new(options.cache_bytes),
+            pacer: WritePacer::new(options.read_latency_target, options.write_rate_floor),
             // Nothing drains the queue where the sorter does not run.
             scattered: ScatteredRanges::new(
                 if options.read_only || options.sort_bytes_per_sec == 0 {

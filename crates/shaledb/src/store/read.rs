@@ -13,6 +13,7 @@ use crate::segment::SegmentMeta;
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A read that finds its segment freed (the cleaner moved the record) looks the key up again;
 /// more than this many times in a row means something is wrong.
@@ -94,15 +95,17 @@ impl Store {
             Found::OnDevice(segment) => segment,
         };
         let location = entry.location;
-        segment
-            .file
-            .read_exact_with(
-                u64::from(location.offset),
-                location.len as usize,
-                purpose,
-                |bytes| self.checked_value(&segment, kvs_id, key, entry, bytes),
-            )?
-            .map(Some)
+        let started = Instant::now();
+        let value = segment.file.read_exact_with(
+            u64::from(location.offset),
+            location.len as usize,
+            purpose,
+            |bytes| self.checked_value(&segment, kvs_id, key, entry, bytes),
+        )?;
+        if purpose == ReadPurpose::Get {
+            self.pacer.note_read(started.elapsed());
+        }
+        value.map(Some)
     }
 
     /// The values of several versions (a scan's next keys, a multi-get's keys), as

@@ -1,0 +1,102 @@
+//! Pacing for reads: while gets' device reads take longer than `read_latency_target`, client
+//! writes are slowed, never below `write_rate_floor`, and never stalled.
+
+mod common;
+
+use shaledb::{Db, ErrorKind, Options};
+use std::time::{Duration, Instant};
+
+#[test]
+fn slow_reads_pace_writes_down_to_the_floor_and_writes_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        cache_bytes: 0,
+        // Every device read is "slow" against one nanosecond.
+        read_latency_target: Duration::from_nanos(1),
+        write_rate_floor: 1 << 20,
+        ..common::small_options()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let value = vec![7u8; 1000];
+    for i in 0..2000u32 {
+        kvs.put(i.to_be_bytes(), &value).unwrap();
+    }
+    db.sync().unwrap();
+    assert_eq!(db.stats().write_rate_limit, None, "nothing was read yet");
+    let started = Instant::now();
+    while db.stats().write_rate_limit.is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            db.stats()
+        );
+        for i in 0..50u32 {
+            kvs.get((i * 37 % 2000).to_be_bytes()).unwrap().unwrap();
+        }
+        kvs.put(1u32.to_be_bytes(), &value).unwrap();
+    }
+    // Slow reads keep the limit falling to the floor: 1 MiB/s, ~1,000 writes of 1 KB a second.
+    let started = Instant::now();
+    while db.stats().write_rate_limit != Some(1 << 20) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            db.stats()
+        );
+        for i in 0..50u32 {
+            kvs.get((i * 37 % 2000).to_be_bytes()).unwrap().unwrap();
+        }
+        kvs.put(2u32.to_be_bytes(), &value).unwrap();
+    }
+    let started = Instant::now();
+    for i in 0..200u32 {
+        kvs.put(i.to_be_bytes(), &value).unwrap();
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(100),
+        "200 KB at 1 MiB/s took only {took:?}: not paced"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "paced writes stalled: {took:?}"
+    );
+    assert!(db.stats().paced_secs > 0.0);
+    for i in 0..2000u32 {
+        assert_eq!(kvs.get(i.to_be_bytes()).unwrap().unwrap(), value);
+    }
+}
+
+#[test]
+fn a_zero_floor_is_refused_and_a_zero_target_never_paces() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero_floor = Options {
+        write_rate_floor: 0,
+        ..common::small_options()
+    };
+    let error = Db::open(dir.path(), zero_floor).err().unwrap();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+
+    let off = Options {
+        cache_bytes: 0,
+        read_latency_target: Duration::ZERO,
+        ..common::small_options()
+    };
+    let db = Db::open(dir.path(), off).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    for i in 0..2000u32 {
+        kvs.put(i.to_be_bytes(), [1u8; 1000]).unwrap();
+    }
+    db.sync().unwrap();
+    for round in 0..20u32 {
+        for i in 0..100u32 {
+            kvs.get(((i + round) * 37 % 2000).to_be_bytes()).unwrap();
+        }
+        kvs.put(round.to_be_bytes(), [2u8; 1000]).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = db.stats();
+    assert_eq!(stats.write_rate_limit, None);
+    assert_eq!(stats.paced_secs, 0.0);
+}
