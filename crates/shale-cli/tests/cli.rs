@@ -20,6 +20,18 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Runs `shale bench ...` with `args`, expects success, and returns the results.json it
+/// wrote to `out`.
+fn bench_results(dir: &Path, args: &[&str], out: &Path) -> serde_json::Value {
+    let output = shale(&dir.join("unused"), args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn put_get_del_scan_and_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
@@ -126,8 +138,8 @@ fn info_json_and_locked_error() {
 fn bench_smoke_runs_and_writes_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let output = shale(
-        &dir.path().join("unused"),
+    let results = bench_results(
+        dir.path(),
         &[
             "bench",
             "quick",
@@ -140,14 +152,8 @@ fn bench_smoke_runs_and_writes_results() {
             "--out",
             out.to_str().unwrap(),
         ],
+        &out,
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
     let runs = results["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     assert!(runs[0]["put_ops_per_sec"].as_f64().unwrap() > 0.0);
@@ -179,14 +185,7 @@ fn bench_compression_flags_reach_the_report() {
         &common,
     ]
     .concat();
-    let output = shale(&dir.path().join("unused"), &db_bench);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let results = bench_results(dir.path(), &db_bench, &out);
     assert_eq!(results["params"]["common"]["compression"], "lz4");
     assert_eq!(results["params"]["db"]["compression_ratio"], 0.25);
     let ycsb = [
@@ -204,14 +203,7 @@ fn bench_compression_flags_reach_the_report() {
         &common,
     ]
     .concat();
-    let output = shale(&dir.path().join("unused"), &ycsb);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let results = bench_results(dir.path(), &ycsb, &out);
     assert_eq!(results["params"]["ycsb"]["shape"]["compression_ratio"], 0.5);
     assert_eq!(results["params"]["common"]["compression"], "none");
     let refused = shale(

@@ -79,8 +79,9 @@ pub struct Options {
     pub space_target_live_ratio: f64,
     /// Foreground reads should take at most this long: while more than 1% of gets' device
     /// reads take longer, client writes are paced, down to `write_rate_floor`, so an
-    /// unthrottled writer cannot starve readers (ARCHITECTURE.md, "pacing"). Zero turns pacing
-    /// off. Default 2 ms.
+    /// unthrottled writer cannot starve readers (ARCHITECTURE.md, "pacing for reads"). For a
+    /// service whose reads matter more than its writes' throughput; it slows every writer,
+    /// including threads that also read. Default zero: off.
     pub read_latency_target: Duration,
     /// The rate, in bytes per second, below which pacing never slows client writes. Default
     /// 16 MiB/s.
@@ -146,7 +147,7 @@ impl Default for Options {
             checkpoint_interval_bytes: 512 << 20,
             cleaner: true,
             space_target_live_ratio: 0.5,
-            read_latency_target: Duration::from_millis(2),
+            read_latency_target: Duration::ZERO,
             write_rate_floor: 16 << 20,
             sort_bytes_per_sec: 32 << 20,
             sort_queue_ranges: 256,

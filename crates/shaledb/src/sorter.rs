@@ -113,8 +113,13 @@ impl Sorter {
         let stretch =
             first * SCAN_BATCH_RECORDS_MAX..(last * SCAN_BATCH_RECORDS_MAX).min(run.len());
         let (run, reads) = (&run[stretch.clone()], &reads[stretch]);
+        // A staging-only KVS's run stays on staging only if all of it is there: sorting never
+        // moves data the staging budget pushed down to capacity back up.
+        let all_on_staging = run
+            .iter()
+            .all(|(_, _, segment)| segment.header.class == MediaClass::Staging);
         let class = match kvs.options.media_policy {
-            MediaPolicy::StagingOnly if store.heads.has_staging() => MediaClass::Staging,
+            MediaPolicy::StagingOnly if all_on_staging => MediaClass::Staging,
             _ => MediaClass::Capacity,
         };
         let destination = store.heads.at(class, HeadKind::CleanerOld);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use shaledb::{Db, Durability, ErrorKind, Kvs, Options};
+use shaledb::{Db, Durability, ErrorKind, Kvs, KvsOptions, MediaPolicy, Options};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -131,6 +131,53 @@ fn scattered_ranges_are_rewritten_in_key_order_and_then_read_with_few_reads() {
     assert!(scan_checked(&db, &kvs, 1000, 64, |i| value(i, 0)) <= 3);
     scan_checked(&db, &kvs, 0, KEYS as usize, |i| value(i, 0));
     db.check().unwrap();
+}
+
+#[test]
+fn a_staging_only_kvs_is_sorted_on_staging_and_a_capacity_one_on_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            staging_dir: Some(dir.path().join("staging")),
+            ..options()
+        },
+    )
+    .unwrap();
+    let fast = db
+        .kvs_with_options(
+            "fast",
+            KvsOptions {
+                media_policy: MediaPolicy::StagingOnly,
+                ..KvsOptions::default()
+            },
+        )
+        .unwrap();
+    let slow = db.kvs("slow").unwrap();
+    let cleaning_written = |db: &Db| -> Vec<u64> {
+        let media = db.stats().media;
+        media
+            .iter()
+            .map(|class| class.bytes_written_by_cleaning)
+            .collect()
+    };
+    for (kvs, moved_to) in [(&fast, "staging"), (&slow, "capacity")] {
+        load(kvs);
+        db.compact().unwrap();
+        let before = cleaning_written(&db);
+        scan_checked(&db, kvs, 1000, 64, |i| value(i, 0));
+        db.compact().unwrap();
+        db.sync().unwrap();
+        let after = cleaning_written(&db);
+        for (class, (was, is)) in db.stats().media.iter().zip(before.iter().zip(&after)) {
+            if class.class == moved_to {
+                assert!(is - was >= 64 * 1000, "{moved_to}: {was} -> {is}");
+            } else {
+                assert_eq!(is, was, "nothing sorted onto {}", class.class);
+            }
+        }
+        scan_checked(&db, kvs, 1000, 64, |i| value(i, 0));
+    }
 }
 
 #[test]
