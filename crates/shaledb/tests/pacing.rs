@@ -24,31 +24,24 @@ fn slow_reads_pace_writes_down_to_the_floor_and_writes_go_on() {
     }
     db.sync().unwrap();
     assert_eq!(db.stats().write_rate_limit, None, "nothing was read yet");
-    let started = Instant::now();
-    while db.stats().write_rate_limit.is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            db.stats()
-        );
-        for i in 0..50u32 {
-            kvs.get((i * 37 % 2000).to_be_bytes()).unwrap().unwrap();
+    // Reads (all slow) and a write now and then, until the limit is `wanted` (within 10 s).
+    let read_until = |wanted: &dyn Fn(Option<u64>) -> bool| {
+        let started = Instant::now();
+        while !wanted(db.stats().write_rate_limit) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                db.stats()
+            );
+            for i in 0..50u32 {
+                kvs.get((i * 37 % 2000).to_be_bytes()).unwrap().unwrap();
+            }
+            kvs.put(1u32.to_be_bytes(), &value).unwrap();
         }
-        kvs.put(1u32.to_be_bytes(), &value).unwrap();
-    }
+    };
+    read_until(&|limit| limit.is_some());
     // Slow reads keep the limit falling to the floor: 1 MiB/s, ~1,000 writes of 1 KB a second.
-    let started = Instant::now();
-    while db.stats().write_rate_limit != Some(1 << 20) {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            db.stats()
-        );
-        for i in 0..50u32 {
-            kvs.get((i * 37 % 2000).to_be_bytes()).unwrap().unwrap();
-        }
-        kvs.put(2u32.to_be_bytes(), &value).unwrap();
-    }
+    read_until(&|limit| limit == Some(1 << 20));
     let started = Instant::now();
     for i in 0..200u32 {
         kvs.put(i.to_be_bytes(), &value).unwrap();
