@@ -61,9 +61,14 @@ impl WritePacer {
         }
     }
 
+    /// Whether reads' durations matter: without a target the read path need not time them.
+    pub fn watches_reads(&self) -> bool {
+        !self.target.is_zero()
+    }
+
     /// Notes how long a foreground read of the device took.
     pub fn note_read(&self, took: Duration) {
-        if self.target.is_zero() {
+        if !self.watches_reads() {
             return;
         }
         self.reads.fetch_add(1, Ordering::Relaxed);
@@ -74,7 +79,7 @@ impl WritePacer {
 
     /// Admits a client write of `bytes`: how long it must wait first, if at all.
     pub fn admit(&self, bytes: u64) -> Option<Duration> {
-        if self.target.is_zero() {
+        if !self.watches_reads() {
             return None;
         }
         self.admitted_bytes.fetch_add(bytes, Ordering::Relaxed);

@@ -95,14 +95,16 @@ impl Store {
             Found::OnDevice(segment) => segment,
         };
         let location = entry.location;
-        let started = Instant::now();
+        // Gets' read times steer the write pacer; with pacing off (the default) nothing is timed.
+        let started =
+            (purpose == ReadPurpose::Get && self.pacer.watches_reads()).then(Instant::now);
         let value = segment.file.read_exact_with(
             u64::from(location.offset),
             location.len as usize,
             purpose,
             |bytes| self.checked_value(&segment, kvs_id, key, entry, bytes),
         )?;
-        if purpose == ReadPurpose::Get {
+        if let Some(started) = started {
             self.pacer.note_read(started.elapsed());
         }
         value.map(Some)

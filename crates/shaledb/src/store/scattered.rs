@@ -19,8 +19,12 @@ const SORTED_RECORDS_PER_READ_MIN: usize = 4;
 /// device reads that the records are worth rewriting in key order. Judged per batch, as a scan
 /// reads them: a long run of records can be dense in a small store without being in order.
 pub fn is_scattered(reads: &[ExactRead<'_>]) -> bool {
+    // Short batches (most short scans) are judged without grouping their reads.
+    if reads.len() < SCATTERED_RECORDS_MIN {
+        return false;
+    }
     let device: usize = reads.chunks(SCAN_BATCH_RECORDS_MAX).map(device_reads).sum();
-    reads.len() >= SCATTERED_RECORDS_MIN && reads.len() < SORTED_RECORDS_PER_READ_MIN * device
+    reads.len() < SORTED_RECORDS_PER_READ_MIN * device
 }
 
 /// A range to sort: the KVS and the key it starts at.
