@@ -78,13 +78,20 @@ fn load(kvs: &Kvs) {
     }
 }
 
+/// The KVDB at `path` with KVS "t" loaded, its segments sealed by `compact` (which finds
+/// nothing scattered yet), so the sorter may move any of its records.
+fn open_loaded(path: &Path, options: Options) -> (Db, Kvs) {
+    let db = Db::open(path, options).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    load(&kvs);
+    db.compact().unwrap();
+    (db, kvs)
+}
+
 #[test]
 fn scattered_ranges_are_rewritten_in_key_order_and_then_read_with_few_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
-    let kvs = db.kvs("t").unwrap();
-    load(&kvs);
-    db.compact().unwrap(); // seals the segments being written; nothing is scattered yet
+    let (db, kvs) = open_loaded(dir.path(), options());
     assert_eq!(db.stats().sorted_ranges, 0);
 
     let scattered = scan_checked(&db, &kvs, 1000, 64, |i| value(i, 0));
@@ -188,10 +195,7 @@ fn a_staging_only_kvs_is_sorted_on_staging_and_a_capacity_one_on_capacity() {
 #[test]
 fn sorting_while_keys_are_overwritten_keeps_every_newest_value() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
-    let kvs = db.kvs("t").unwrap();
-    load(&kvs);
-    db.compact().unwrap();
+    let (db, kvs) = open_loaded(dir.path(), options());
     let newest: HashMap<u32, u32> = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
             let mut newest = HashMap::new();
@@ -238,10 +242,7 @@ fn the_queue_of_scattered_ranges_is_bounded_and_a_rate_of_zero_sorts_nothing() {
         sort_queue_ranges: 1,
         ..options()
     };
-    let db = Db::open(dir.path(), one_range).unwrap();
-    let kvs = db.kvs("t").unwrap();
-    load(&kvs);
-    db.compact().unwrap();
+    let (db, kvs) = open_loaded(dir.path(), one_range);
     // Five scattered scans back to back: the background sorter wakes every 100 ms, so at most
     // one or two of them find room in a queue of one.
     for from in [0, 500, 1000, 1500, 2000] {
@@ -364,10 +365,7 @@ fn the_background_sorter_keeps_to_its_byte_rate() {
         ..options()
     };
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), slow).unwrap();
-    let kvs = db.kvs("t").unwrap();
-    load(&kvs);
-    db.compact().unwrap();
+    let (db, kvs) = open_loaded(dir.path(), slow);
     // Three disjoint scattered ranges, each the start of a run of ~1 MiB.
     for from in [0, 1100, 2200] {
         scan_checked(&db, &kvs, from, 64, |i| value(i, 0));
@@ -388,10 +386,7 @@ fn the_background_sorter_keeps_to_its_byte_rate() {
 #[test]
 fn a_damaged_record_the_sorter_meets_is_an_error_naming_it_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
-    let kvs = db.kvs("t").unwrap();
-    load(&kvs);
-    db.compact().unwrap();
+    let (db, kvs) = open_loaded(dir.path(), options());
     // The scan offers the range from key 1000; key 1500, which it did not read, is damaged
     // on the device before the sorter reaches it.
     scan_checked(&db, &kvs, 1000, 64, |i| value(i, 0));
