@@ -42,6 +42,34 @@ fn second_open_is_refused_as_locked() {
     Db::open(dir.path(), small_options()).unwrap();
 }
 
+/// A process forked by another thread while a KVDB is open holds a copy of the lock's
+/// descriptor until it execs (CI once saw `Locked` on a reopen right after `close`, while a
+/// neighbouring test ran `mount`). Closing releases the lock even so.
+#[test]
+fn close_releases_the_lock_while_a_forked_child_holds_its_descriptor() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    // `spawn` returns once the child has exec'd, so it runs beside the close, as in CI.
+    let forking = std::thread::spawn(|| {
+        let mut command = std::process::Command::new("true");
+        // SAFETY: the closure runs in the forked child before exec and only sleeps
+        // (nanosleep is async-signal-safe); it touches no lock or allocation of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                std::thread::sleep(std::time::Duration::from_millis(1500));
+                Ok(())
+            });
+        }
+        command.status().unwrap()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    db.close().unwrap();
+    let reopened = Db::open(dir.path(), small_options());
+    assert!(forking.join().unwrap().success());
+    reopened.unwrap().close().unwrap();
+}
+
 #[test]
 fn limits_are_typed_errors_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,14 +1,13 @@
 //! Creating a KVDB: only in an empty home, every media directory empty and given its identity,
 //! the manifest written last (its presence marks the creation complete).
 
-use super::dirs::{first_entry_but, lock_dir, place, random_id, read_dir, LOCK_FILE_NAME};
+use super::dirs::{first_entry_but, lock_dir, place, random_id, read_dir, DirLock, LOCK_FILE_NAME};
 use crate::error::{Error, Result};
 use crate::identity::Identity;
 use crate::manifest::{KvdbState, Manifest, MediaDirs};
 use crate::media::MediaClass;
 use crate::options::Options;
 use crate::poison::Poison;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,7 +37,7 @@ pub struct NewKvdb {
     /// As the manifest stores them.
     pub media: MediaDirs,
     /// The home's lock, when this made the home (an open holds it otherwise).
-    _lock: Option<File>,
+    _lock: Option<DirLock>,
 }
 
 impl NewKvdb {

@@ -39,10 +39,22 @@ pub fn first_entry_but(dir: &Path, except: &[&str]) -> Result<Option<String>> {
         .find(|name| !except.contains(&name.as_str())))
 }
 
-/// Locks `dir/LOCK` (exclusive, or shared when read-only) for as long as the file is held.
+/// A lock on a directory's `LOCK` file, released when dropped.
+pub struct DirLock(File);
+
+impl Drop for DirLock {
+    /// Unlocks before closing: the lock belongs to the open file description, and a child that
+    /// another thread is forking holds a copy of the descriptor until its exec, so closing ours
+    /// alone could leave the directory locked after the KVDB closed.
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+/// Locks `dir/LOCK` (exclusive, or shared when read-only) for as long as the lock is held.
 /// A read-only open of a directory without a `LOCK` (one on a read-only file system that no
 /// writer ever opened) takes no lock: no writer can be there.
-pub fn lock_dir(dir: &Path, read_only: bool) -> Result<Option<File>> {
+pub fn lock_dir(dir: &Path, read_only: bool) -> Result<Option<DirLock>> {
     let path = dir.join(LOCK_FILE_NAME);
     let opened = if read_only {
         match std::fs::File::open(&path) {
@@ -63,7 +75,7 @@ pub fn lock_dir(dir: &Path, read_only: bool) -> Result<Option<File>> {
         file.try_lock()
     };
     match locked {
-        Ok(()) => Ok(Some(file)),
+        Ok(()) => Ok(Some(DirLock(file))),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
         Err(std::fs::TryLockError::Error(error)) => {
             Err(Error::io(format!("lock {}", path.display()), error))

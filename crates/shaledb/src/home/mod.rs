@@ -19,9 +19,8 @@ use crate::poison::Poison;
 use checks::{changed_staging_budget, check_identity, check_requested_dirs};
 pub use create::NewKvdb;
 use create::{create, holds_only_an_unfinished_creation};
-use dirs::{canonical, lock_dir, place};
+use dirs::{canonical, lock_dir, place, DirLock};
 use rebuild::{rebuild, repairable_identity};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use upgrade::upgrade;
@@ -55,7 +54,7 @@ pub struct Home {
     /// fails writes nothing.
     pending: Pending,
     /// Held until the home is dropped.
-    _locks: Vec<File>,
+    _locks: Vec<DirLock>,
 }
 
 #[derive(Default)]
@@ -76,7 +75,7 @@ impl Home {
         } else if !path.is_dir() {
             return Err(Error::KvdbNotFound(path.to_path_buf()));
         }
-        let mut locks: Vec<File> = lock_dir(path, options.read_only)?.into_iter().collect();
+        let mut locks: Vec<DirLock> = lock_dir(path, options.read_only)?.into_iter().collect();
         let mut report = HomeReport::default();
         let loaded = match Manifest::open(path, options.read_only, poison.clone()) {
             Err(error) if options.salvage && error.kind() == ErrorKind::Corruption => {
