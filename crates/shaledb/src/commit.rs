@@ -23,8 +23,8 @@ pub struct BatchOp {
     kvs: Arc<KvsState>,
     kind: RecordKind,
     key: Vec<u8>,
-    /// The value as the client gave it: what the value cache holds.
-    value: Vec<u8>,
+    /// The value as the client gave it: what the value cache holds (sharing these bytes).
+    value: Bytes,
     /// The value compressed, when its KVS compresses and that is smaller: what is stored then.
     /// Compressed here, in the caller's thread, before the commit takes any lock.
     compressed: Option<Vec<u8>>,
@@ -34,12 +34,12 @@ impl BatchOp {
     /// A put (`Some(value)`) or delete (`None`) of an already validated key and value.
     pub fn new(kvs: Arc<KvsState>, key: Vec<u8>, value: Option<Vec<u8>>) -> Self {
         match value {
-            Some(value) => Self::with_value(kvs, RecordKind::Put, key, value),
-            None => Self::with_value(kvs, RecordKind::Tombstone, key, Vec::new()),
+            Some(value) => Self::with_value(kvs, RecordKind::Put, key, Bytes::from(value)),
+            None => Self::with_value(kvs, RecordKind::Tombstone, key, Bytes::new()),
         }
     }
 
-    fn with_value(kvs: Arc<KvsState>, kind: RecordKind, key: Vec<u8>, value: Vec<u8>) -> Self {
+    fn with_value(kvs: Arc<KvsState>, kind: RecordKind, key: Vec<u8>, value: Bytes) -> Self {
         let compressed = if kind.has_value() {
             kvs.options.compression.compress(&value)
         } else {
@@ -80,7 +80,12 @@ impl BatchOp {
                 key.len()
             )));
         }
-        Ok(Self::with_value(kvs, kind, key.to_vec(), value.to_vec()))
+        Ok(Self::with_value(
+            kvs,
+            kind,
+            key.to_vec(),
+            Bytes::copy_from_slice(value),
+        ))
     }
 
     /// The value as it is stored, and the record flag that says how.
@@ -171,7 +176,6 @@ impl Engine {
                 break (guards, commit_order, appender);
             }
         };
-        let mut encoded = Vec::with_capacity(total_bytes);
         validate(&self.conflicts)?;
         let segment = appender.segment().clone();
         let snapshot_max = self.snapshots.max();
@@ -187,19 +191,14 @@ impl Engine {
             } else {
                 0
             };
-            encoded.clear();
-            record::encode(
-                &mut encoded,
-                &RecordRef {
-                    kind: op.kind,
-                    flags: batch_flags | value_flags,
-                    kvs_id: op.kvs.id,
-                    seqno,
-                    key: &op.key,
-                    stored_value,
-                },
-            );
-            let location = appender.append(&encoded);
+            let location = appender.append(&RecordRef {
+                kind: op.kind,
+                flags: batch_flags | value_flags,
+                kvs_id: op.kvs.id,
+                seqno,
+                key: &op.key,
+                stored_value,
+            });
             let index = &mut guards
                 .iter_mut()
                 .find(|(id, _)| *id == op.kvs.id)
@@ -234,8 +233,7 @@ impl Engine {
             match op.kind {
                 RecordKind::Put if self.options.cache_writes => {
                     let seqno = first_seqno + position as u64;
-                    let value = Bytes::copy_from_slice(&op.value);
-                    cache.insert(op.kvs.id, &op.key, seqno, value);
+                    cache.insert(op.kvs.id, &op.key, seqno, op.value.clone());
                 }
                 RecordKind::Put | RecordKind::Tombstone => cache.remove(op.kvs.id, &op.key),
                 RecordKind::PrefixTombstone | RecordKind::SnapshotCopy => {}

@@ -12,7 +12,7 @@ use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::log::LogHead;
 use crate::media::{MediaClass, ReadPurpose};
 use crate::options::MediaPolicy;
-use crate::record::{self, RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
+use crate::record::{RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{scan_records, HeadKind, Location, ScanSummary, SegmentId, SegmentMeta};
 use crate::store::{KvsState, Store};
 use parking_lot::{Mutex, MutexGuard};
@@ -281,7 +281,6 @@ impl Cleaner {
                 MediaClass::Staging => store.heads.at(MediaClass::Capacity, HeadKind::CleanerYoung),
             }
         };
-        let mut encoded = Vec::new();
         scan_records(
             &victim.file,
             SEGMENT_HEADER_BYTES,
@@ -299,15 +298,9 @@ impl Cleaner {
                 match record.kind {
                     RecordKind::Put | RecordKind::SnapshotCopy => {
                         let destination = destination_for(kvs.options.media_policy);
-                        if let Some(to) = move_version(
-                            store,
-                            &kvs,
-                            victim,
-                            record,
-                            from,
-                            destination,
-                            &mut encoded,
-                        )? {
+                        if let Some(to) =
+                            move_version(store, &kvs, victim, record, from, destination)?
+                        {
                             store.counters.cleaner_bytes_copied.add(u64::from(to.len));
                         }
                     }
@@ -317,7 +310,6 @@ impl Cleaner {
                         } else {
                             let to = copy_record(
                                 destination_for(kvs.options.media_policy),
-                                &mut encoded,
                                 record,
                                 record.kind,
                             )?;
@@ -342,7 +334,6 @@ pub(crate) fn move_version(
     record: &RecordRef<'_>,
     from: Location,
     destination: &LogHead,
-    encoded: &mut Vec<u8>,
 ) -> Result<Option<Location>> {
     // Any roll or flush happens now, before the index lock (only the pass lock's holder appends
     // to cleaner heads, so the room is still there below).
@@ -355,7 +346,7 @@ pub(crate) fn move_version(
         Liveness::Newest => RecordKind::Put,
         Liveness::Snapshot => RecordKind::SnapshotCopy,
     };
-    let to = copy_record(destination, encoded, record, kind)?;
+    let to = copy_record(destination, record, kind)?;
     let moved = index.relocate(record.key, record.seqno, from, to);
     debug_assert!(
         moved,
@@ -373,22 +364,16 @@ pub(crate) fn move_version(
 /// compressed or decompressed again).
 fn copy_record(
     destination: &LogHead,
-    encoded: &mut Vec<u8>,
     record: &RecordRef<'_>,
     kind: RecordKind,
 ) -> Result<Location> {
-    encoded.clear();
-    record::encode(
-        encoded,
-        &RecordRef {
-            kind,
-            flags: record.flags & !FLAG_BATCH_CONTINUES,
-            ..*record
-        },
-    );
     let mut appender = destination.lock();
-    appender.reserve(encoded.len())?;
-    Ok(appender.append(encoded))
+    appender.reserve(record.encoded_len())?;
+    Ok(appender.append(&RecordRef {
+        kind,
+        flags: record.flags & !FLAG_BATCH_CONTINUES,
+        ..*record
+    }))
 }
 
 #[cfg(test)]

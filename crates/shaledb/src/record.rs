@@ -137,23 +137,34 @@ pub fn encoded_len(key_len: usize, value_len: usize) -> usize {
     RECORD_HEADER_BYTES + key_len + value_len
 }
 
-/// Appends one encoded record to `out`.
+/// Appends one encoded record to `out` (for tests and fuzzing, which build segment bytes
+/// themselves; the engine encodes into its log heads' buffers with [`encode_into`]).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn encode(out: &mut Vec<u8>, record: &RecordRef<'_>) {
+    let start = out.len();
+    out.resize(start + record.encoded_len(), 0);
+    encode_into(&mut out[start..], record);
+}
+
+/// Encodes one record into `out`, which is exactly [`RecordRef::encoded_len`] bytes: how a log
+/// head writes a record straight into its buffer, with no copy in between.
+pub fn encode_into(out: &mut [u8], record: &RecordRef<'_>) {
     debug_assert!((1..=KEY_BYTES_MAX).contains(&record.key.len()));
     debug_assert!(record.stored_value.len() <= VALUE_BYTES_MAX);
     debug_assert!(record.kind.has_value() || record.stored_value.is_empty());
-    let start = out.len();
-    out.extend_from_slice(&[0; CRC_BYTES]);
-    out.push(record.kind as u8);
-    out.push(record.flags);
-    out.extend_from_slice(&(record.key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&record.kvs_id.to_le_bytes());
-    out.extend_from_slice(&(record.stored_value.len() as u32).to_le_bytes());
-    out.extend_from_slice(&record.seqno.to_le_bytes());
-    out.extend_from_slice(record.key);
-    out.extend_from_slice(record.stored_value);
-    let crc = crc32c::crc32c(&out[start + CRC_BYTES..]);
-    out[start..start + CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(out.len(), record.encoded_len(), "a record's exact size");
+    let (header, body) = out.split_at_mut(RECORD_HEADER_BYTES);
+    header[CRC_BYTES] = record.kind as u8;
+    header[CRC_BYTES + 1] = record.flags;
+    header[6..8].copy_from_slice(&(record.key.len() as u16).to_le_bytes());
+    header[8..12].copy_from_slice(&record.kvs_id.to_le_bytes());
+    header[12..16].copy_from_slice(&(record.stored_value.len() as u32).to_le_bytes());
+    header[16..24].copy_from_slice(&record.seqno.to_le_bytes());
+    let (key, value) = body.split_at_mut(record.key.len());
+    key.copy_from_slice(record.key);
+    value.copy_from_slice(record.stored_value);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[CRC_BYTES..]), body);
+    header[..CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Decodes the record at the start of `bytes`, validating lengths and the CRC.

@@ -123,7 +123,6 @@ impl Sorter {
             _ => MediaClass::Capacity,
         };
         let destination = store.heads.at(class, HeadKind::CleanerOld);
-        let mut encoded = Vec::new();
         let mut rewritten = 0;
         for ((key, entry, segment), bytes) in run
             .iter()
@@ -131,15 +130,9 @@ impl Sorter {
         {
             let bytes = bytes?;
             let record = store.checked_record(segment, kvs.id, key, *entry, &bytes)?;
-            if let Some(to) = move_version(
-                store,
-                &kvs,
-                segment,
-                &record,
-                entry.location,
-                destination,
-                &mut encoded,
-            )? {
+            if let Some(to) =
+                move_version(store, &kvs, segment, &record, entry.location, destination)?
+            {
                 rewritten += u64::from(to.len);
             }
         }

@@ -15,6 +15,7 @@ use crate::error::{ErrorKind, Result};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::media::{round_down_to_page, AlignedBuf, MediaClass, MediaCounters};
 use crate::poison::Poison;
+use crate::record::{self, RecordRef};
 use crate::segment::{HeadKind, Location, Seal, SegmentMeta};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -339,7 +340,8 @@ impl LogHead {
         let end = state.end;
         let new_base = round_down_to_page(end);
         next.extend_from_slice(&state.tail.as_slice()[(new_base - state.tail_base) as usize..]);
-        let old = std::mem::replace(&mut state.tail, next);
+        let mut old = std::mem::replace(&mut state.tail, next);
+        old.zero_padding();
         let base = std::mem::replace(&mut state.tail_base, new_base);
         let buf = Arc::new(old);
         state.inflight = Some(InFlight {
@@ -556,20 +558,22 @@ impl Appender<'_> {
         self.head.room_for(&self.state, bytes as u64) == Room::Fits
     }
 
-    /// Appends one encoded record inside the reserved space.
-    pub fn append(&mut self, encoded: &[u8]) -> Location {
+    /// Appends one record inside the reserved space, encoded straight into the tail buffer.
+    pub fn append(&mut self, record: &RecordRef<'_>) -> Location {
         let state = &mut *self.state;
         let offset = state.end;
+        let len = record.encoded_len();
+        let encoded = state.tail.extend_with(len);
+        record::encode_into(encoded, record);
         state.records += 1;
         state.records_crc = Seal::chain(state.records_crc, encoded);
-        state.tail.extend_from_slice(encoded);
-        state.end += encoded.len() as u64;
-        state.appended_lsn += encoded.len() as u64;
+        state.end += len as u64;
+        state.appended_lsn += len as u64;
         state.segment.set_end_bytes(state.end);
         Location {
             segment: state.segment.id(),
             offset: u32::try_from(offset).expect("segments are smaller than 4 GiB"),
-            len: encoded.len() as u32,
+            len: len as u32,
         }
     }
 

@@ -14,8 +14,10 @@ pub fn round_down_to_page(bytes: u64) -> u64 {
 
 /// A byte buffer whose data starts at a page-aligned address, built from a plain `Vec` (no
 /// `unsafe`): the vector is over-allocated by a page and the data window starts at the first
-/// aligned address inside it. Bytes past `len` up to `capacity` are kept zero, so the padded
-/// page-rounded view can be written as is.
+/// aligned address inside it. A new buffer is zero; once reused, bytes past `len` hold whatever
+/// was there, and [`AlignedBuf::zero_padding`] zeroes the rest of the last page before the
+/// padded view is written. Clearing zeroes nothing: a log head recycles a buffer of a megabyte
+/// under its lock, and zeroing it there stalled every appender.
 pub struct AlignedBuf {
     storage: Vec<u8>,
     start: usize,
@@ -49,10 +51,22 @@ impl AlignedBuf {
         &self.storage[self.start..self.start + self.len]
     }
 
-    /// The data rounded up to whole pages, zero padded: what a direct write sends.
+    /// Zeroes the bytes from `len` to the end of its page (at most a page less one byte).
+    pub fn zero_padding(&mut self) {
+        let padded = round_up_to_page(self.len as u64) as usize;
+        self.storage[self.start + self.len..self.start + padded].fill(0);
+    }
+
+    /// The data rounded up to whole pages: what a direct write sends. The padding is zero in
+    /// a buffer not reused since it was made, else after [`AlignedBuf::zero_padding`].
     pub fn padded(&self) -> &[u8] {
         let padded = round_up_to_page(self.len as u64) as usize;
-        &self.storage[self.start..self.start + padded]
+        let view = &self.storage[self.start..self.start + padded];
+        debug_assert!(
+            view[self.len..].iter().all(|&byte| byte == 0),
+            "padding written unzeroed"
+        );
+        view
     }
 
     /// The whole capacity, for reading into; call [`AlignedBuf::set_len`] afterwards.
@@ -66,19 +80,19 @@ impl AlignedBuf {
     }
 
     pub fn extend_from_slice(&mut self, data: &[u8]) {
-        assert!(
-            self.len + data.len() <= self.capacity,
-            "aligned buffer overflow"
-        );
-        let at = self.start + self.len;
-        self.storage[at..at + data.len()].copy_from_slice(data);
-        self.len += data.len();
+        self.extend_with(data.len()).copy_from_slice(data);
     }
 
-    /// Empties the buffer, re-zeroing what was used so the padding invariant holds.
+    /// Grows the data by `len` bytes and returns them to be filled (they hold stale bytes).
+    pub fn extend_with(&mut self, len: usize) -> &mut [u8] {
+        assert!(self.len + len <= self.capacity, "aligned buffer overflow");
+        let at = self.start + self.len;
+        self.len += len;
+        &mut self.storage[at..at + len]
+    }
+
+    /// Empties the buffer (zeroing nothing: see the type's comment).
     pub fn clear(&mut self) {
-        let used = round_up_to_page(self.len as u64) as usize;
-        self.storage[self.start..self.start + used].fill(0);
         self.len = 0;
     }
 
@@ -103,6 +117,10 @@ mod tests {
         assert!(buf.padded()[5000..].iter().all(|&byte| byte == 0));
         buf.clear();
         assert!(buf.padded().is_empty());
-        assert!(buf.window_mut().iter().all(|&byte| byte == 0));
+        buf.extend_from_slice(&[1; 10]);
+        buf.zero_padding();
+        assert_eq!(buf.padded().len(), PAGE_BYTES);
+        assert!(buf.padded()[10..].iter().all(|&byte| byte == 0));
+        assert_eq!(&buf.padded()[..10], &[1; 10]);
     }
 }
