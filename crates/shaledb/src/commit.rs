@@ -158,8 +158,13 @@ impl Engine {
         // `make_room` before they are taken, and if other writers used the room up meanwhile,
         // every lock is released and the room made again. Waiting for I/O while holding an index
         // write lock would stall every reader of the KVS for the I/O's duration.
+        let mut room_was_taken = false;
         let (mut guards, commit_order, mut appender) = loop {
-            head.make_room(total_bytes)?;
+            if room_was_taken {
+                head.make_room_now(total_bytes)?;
+            } else {
+                head.make_room(total_bytes)?;
+            }
             // Lock order: KVS indexes by id, the commit order, then the client head (I4).
             let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
                 Vec::with_capacity(involved.len());
@@ -175,6 +180,7 @@ impl Engine {
             if appender.has_room(total_bytes) {
                 break (guards, commit_order, appender);
             }
+            room_was_taken = true;
         };
         validate(&self.conflicts)?;
         let segment = appender.segment().clone();

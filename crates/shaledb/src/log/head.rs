@@ -15,12 +15,13 @@ use crate::error::{ErrorKind, Result};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::media::{round_down_to_page, AlignedBuf, MediaClass, MediaCounters};
 use crate::poison::Poison;
-use crate::record::{self, RecordRef};
 use crate::segment::{HeadKind, Location, Seal, SegmentMeta};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+pub mod room;
 
 /// What a head needs from the KVDB around it.
 pub struct HeadConfig {
@@ -81,6 +82,10 @@ pub struct LogHead {
     kick_lock: Mutex<bool>,
     /// Bytes of the active segment known to be on the file (a lock-free hint for readers).
     written_end: AtomicU64,
+    /// Bytes that can be appended now with no flush, roll or segment preparation first, as of
+    /// the last change under the lock (0 when any is due): lets `make_room` skip the lock,
+    /// which appenders holding index locks contend for. A hint; the lock's holder decides.
+    room_hint: AtomicU64,
     /// Full segments whose seals are not recorded yet.
     seals: SealQueue,
 }
@@ -115,20 +120,13 @@ impl LogHead {
             kick: Condvar::new(),
             kick_lock: Mutex::new(false),
             written_end: AtomicU64::new(SEGMENT_HEADER_BYTES),
+            room_hint: AtomicU64::new(0),
             seals: SealQueue::default(),
         })
     }
 
     pub fn kind(&self) -> HeadKind {
         self.config.kind
-    }
-
-    /// Locks the head for appending.
-    pub fn lock(&self) -> Appender<'_> {
-        Appender {
-            head: self,
-            state: self.state.lock(),
-        }
     }
 
     /// Writes out everything appended so far; with `sync`, also makes it durable.
@@ -252,6 +250,7 @@ impl LogHead {
                 tracing::warn!(head = self.config.kind.name(), %error,
                     "out of space: writes fail until space returns; nothing is lost");
                 state.stalled = true;
+                self.publish_room(state);
                 self.changed.notify_all();
                 return Err(error);
             }
@@ -278,6 +277,7 @@ impl LogHead {
                 self.config.kind.name()
             )),
         }
+        self.publish_room(state);
         self.changed.notify_all();
         result
     }
@@ -301,6 +301,7 @@ impl LogHead {
                 state.stalled = false;
                 state.inflight = None;
                 self.written_end.store(end, Ordering::Release);
+                self.publish_room(state);
                 tracing::info!(
                     head = self.config.kind.name(),
                     "space is back; writes resume"
@@ -350,66 +351,6 @@ impl LogHead {
             end,
         });
         (buf, base, end)
-    }
-
-    /// Rolls the segment or flushes the buffer now if `bytes` more would need it, so that the
-    /// caller's next `reserve` finds room without I/O. Call it before taking an index lock: a
-    /// roll's fdatasync under that lock would stall every reader of the KVS.
-    pub fn make_room(&self, bytes: usize) -> Result<()> {
-        let mut state = self.state.lock();
-        self.prepare_next_segment(&mut state)?;
-        self.make_room_locked(&mut state, bytes)
-    }
-
-    /// Once the active segment is half full, creates the next one with the lock released. A roll
-    /// then only switches files: creating one (open, header write, fdatasync of file and
-    /// directory) under the lock stalled appenders that already hold index write locks, and so
-    /// every reader of their KVSs (gets of ~100 ms at YCSB A's p99.99).
-    fn prepare_next_segment(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
-        if state.next_segment.is_some()
-            || state.preparing
-            || state.end < self.config.segment_bytes / 2
-        {
-            return Ok(());
-        }
-        state.preparing = true;
-        let created = MutexGuard::unlocked(state, || create_segment(&self.config));
-        state.preparing = false;
-        state.next_segment = Some(created?);
-        Ok(())
-    }
-
-    fn make_room_locked(&self, state: &mut MutexGuard<'_, HeadState>, bytes: usize) -> Result<()> {
-        let bytes = bytes as u64;
-        assert!(
-            SEGMENT_HEADER_BYTES + bytes <= self.config.segment_bytes,
-            "callers bound batches by the segment size"
-        );
-        loop {
-            self.config.poison.check()?;
-            match self.room_for(state, bytes) {
-                Room::Rolling => self.changed.wait(state),
-                Room::NeedsRoll => self.roll(state)?,
-                Room::NeedsFlush => self.flush_locked(state, false)?,
-                Room::Fits => return Ok(()),
-            }
-        }
-    }
-
-    /// Whether `bytes` more records fit in the active segment and the tail buffer now.
-    fn room_for(&self, state: &HeadState, bytes: u64) -> Room {
-        if state.rolling {
-            Room::Rolling
-        } else if state.stalled {
-            // Nothing more is appended until the failed write is retried and succeeds.
-            Room::NeedsFlush
-        } else if state.end + bytes > self.config.segment_bytes {
-            Room::NeedsRoll
-        } else if (state.end + bytes - state.tail_base) as usize > state.tail.capacity() {
-            Room::NeedsFlush
-        } else {
-            Room::Fits
-        }
     }
 
     /// Tells the manifest how far the active segment is durable, if further than it knows, so
@@ -507,6 +448,7 @@ impl LogHead {
             Ok(())
         })();
         state.rolling = false;
+        self.publish_room(state);
         self.changed.notify_all();
         result?;
         MutexGuard::unlocked(state, || self.seals.record(&self.config.lifecycle))
@@ -519,16 +461,6 @@ enum Step {
     Sync,
 }
 
-/// What appending a given number of bytes to a head needs first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Room {
-    Fits,
-    /// A roll is under way: wait for it.
-    Rolling,
-    NeedsRoll,
-    NeedsFlush,
-}
-
 fn create_segment(config: &HeadConfig) -> Result<Arc<SegmentMeta>> {
     config.lifecycle.create(
         config.class,
@@ -537,64 +469,4 @@ fn create_segment(config: &HeadConfig) -> Result<Arc<SegmentMeta>> {
         config.direct_io,
         config.counters.clone(),
     )
-}
-
-/// A locked head: reserve space, then append records.
-pub struct Appender<'a> {
-    head: &'a LogHead,
-    state: MutexGuard<'a, HeadState>,
-}
-
-impl Appender<'_> {
-    /// Makes room for `bytes` of records, contiguous in one segment: rolls the segment or
-    /// waits for a flush as needed. Must precede the appends it covers.
-    pub fn reserve(&mut self, bytes: usize) -> Result<()> {
-        self.head.make_room_locked(&mut self.state, bytes)
-    }
-
-    /// Whether `bytes` of records fit now, with no flush or roll first; `make_room` (without
-    /// locks held) makes it so.
-    pub fn has_room(&self, bytes: usize) -> bool {
-        self.head.room_for(&self.state, bytes as u64) == Room::Fits
-    }
-
-    /// Appends one record inside the reserved space, encoded straight into the tail buffer.
-    pub fn append(&mut self, record: &RecordRef<'_>) -> Location {
-        let state = &mut *self.state;
-        let offset = state.end;
-        let len = record.encoded_len();
-        let encoded = state.tail.extend_with(len);
-        record::encode_into(encoded, record);
-        state.records += 1;
-        state.records_crc = Seal::chain(state.records_crc, encoded);
-        state.end += len as u64;
-        state.appended_lsn += len as u64;
-        state.segment.set_end_bytes(state.end);
-        Location {
-            segment: state.segment.id(),
-            offset: u32::try_from(offset).expect("segments are smaller than 4 GiB"),
-            len: len as u32,
-        }
-    }
-
-    pub fn segment(&self) -> &Arc<SegmentMeta> {
-        &self.state.segment
-    }
-
-    pub fn kind(&self) -> HeadKind {
-        self.head.config.kind
-    }
-
-    /// The LSN just past everything appended: pass it to [`LogHead::wait_durable`].
-    pub fn end_lsn(&self) -> u64 {
-        self.state.appended_lsn
-    }
-}
-
-impl Drop for Appender<'_> {
-    fn drop(&mut self) {
-        if self.state.end - self.state.tail_base >= self.head.config.flush_chunk_bytes as u64 {
-            self.head.wake_flusher();
-        }
-    }
 }

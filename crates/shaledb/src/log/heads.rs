@@ -2,7 +2,8 @@
 //! client head and the cleaner's young and old tiers; with a staging class, its client head and
 //! its one cleaner head.
 
-use super::head::{Appender, HeadConfig, LogHead};
+use super::head::room::Appender;
+use super::head::{HeadConfig, LogHead};
 use super::lifecycle::Lifecycle;
 use crate::error::Result;
 use crate::media::{MediaClass, MediaCounters};
