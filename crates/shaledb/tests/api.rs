@@ -4,7 +4,7 @@
 mod common;
 
 use common::small_options;
-use shaledb::{Db, ErrorKind, KvsOptions, Options};
+use shaledb::{Db, Durability, ErrorKind, KvsOptions, Options};
 
 #[test]
 fn put_get_delete_and_reopen() {
@@ -68,6 +68,51 @@ fn close_releases_the_lock_while_a_forked_child_holds_its_descriptor() {
     let reopened = Db::open(dir.path(), small_options());
     assert!(forking.join().unwrap().success());
     reopened.unwrap().close().unwrap();
+}
+
+/// Writers racing through many flushes and rolls (tiny segments and write buffer), where the
+/// lock-free room hint is most often stale: every value reads back, before and after reopen.
+#[test]
+fn concurrent_writers_across_rolls_and_flushes_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        durability: Durability::Sync,
+        ..small_options()
+    };
+    let value = |thread: usize, index: usize| vec![(thread * 31 + index) as u8; 1000 + index % 700];
+    let check = |db: &Db| {
+        let kvs = db.kvs("t").unwrap();
+        for thread in 0..4 {
+            for index in 0..2500 {
+                let key = format!("t{thread}-{index:05}");
+                let found = kvs.get(&key).unwrap();
+                assert_eq!(found.as_deref(), Some(&value(thread, index)[..]), "{key}");
+            }
+        }
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let kvs = db.kvs("t").unwrap();
+            scope.spawn(move || {
+                for index in 0..2500 {
+                    let key = format!("t{thread}-{index:05}");
+                    kvs.put(&key, value(thread, index)).unwrap();
+                }
+            });
+        }
+    });
+    let written: u64 = (db.stats().media.iter())
+        .map(|media| media.bytes_written_by_clients)
+        .sum();
+    assert!(
+        written > 5 * options.segment_bytes,
+        "{written} bytes: few rolls"
+    );
+    check(&db);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
+    check(&db);
 }
 
 #[test]
