@@ -239,7 +239,7 @@ impl Engine {
             match op.kind {
                 RecordKind::Put if self.options.cache_writes => {
                     let seqno = first_seqno + position as u64;
-                    cache.insert(op.kvs.id, &op.key, seqno, op.value.clone());
+                    cache.insert_written(op.kvs.id, &op.key, seqno, op.value.clone());
                 }
                 RecordKind::Put | RecordKind::Tombstone => cache.remove(op.kvs.id, &op.key),
                 RecordKind::PrefixTombstone | RecordKind::SnapshotCopy => {}
