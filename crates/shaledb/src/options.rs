@@ -60,8 +60,8 @@ pub struct Options {
     /// Size of a segment file. Larger segments mean fewer files; smaller ones let the cleaner
     /// free space in finer steps. Default 64 MiB.
     pub segment_bytes: u64,
-    /// In-memory write buffer per log head, in bytes. Writers block only when it is full.
-    /// Default 8 MiB.
+    /// In-memory write buffer per log head, in bytes. Writers block only when it is full. A
+    /// write batch must fit in it (less a page). Default 8 MiB.
     pub write_buffer_bytes: usize,
     /// The background flusher writes the buffer once this many bytes are pending. Default 1 MiB.
     pub flush_chunk_bytes: usize,
@@ -98,7 +98,7 @@ pub struct Options {
     /// Try O_DIRECT on segment files (falls back to buffered I/O where refused). Default true.
     pub direct_io: bool,
     /// Largest atomic write batch, in encoded bytes. Default 16 MiB; a batch must also fit in
-    /// one segment (see [`Options::batch_bytes_limit`]).
+    /// one segment and in a log head's write buffer (see [`Options::batch_bytes_limit`]).
     pub batch_bytes_max: u64,
     /// Directory of the capacity media class (large, NAND). Default: `capacity` inside the
     /// KVDB's directory. Fixed when the KVDB is created and remembered; giving another one
@@ -172,10 +172,13 @@ impl Options {
         self.storage.clone().unwrap_or_else(|| Arc::new(OsStorage))
     }
 
-    /// The largest batch accepted: `batch_bytes_max`, but never more than a segment holds.
+    /// The largest batch accepted: `batch_bytes_max`, but never more than a segment holds, nor
+    /// a log head's write buffer: a batch is appended contiguously into it, after the partial
+    /// page a flush leaves there (a larger batch waited forever for room no flush could make).
     pub fn batch_bytes_limit(&self) -> u64 {
         self.batch_bytes_max
             .min(self.segment_bytes - limits::SEGMENT_HEADER_BYTES)
+            .min(self.write_buffer_bytes.saturating_sub(limits::PAGE_BYTES) as u64)
     }
 
     pub(crate) fn validate(&self) -> Result<()> {

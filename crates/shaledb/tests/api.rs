@@ -115,6 +115,54 @@ fn concurrent_writers_across_rolls_and_flushes_lose_nothing() {
     check(&db);
 }
 
+/// A batch larger than a log head's write buffer (but within `batch_bytes_max` and a segment)
+/// once made its writer wait forever, with the head's lock held, for room no flush could make
+/// (found by review). It is now refused as too large, at once, and writes nothing; a batch
+/// just within the limit commits, and so does everything after.
+#[test]
+fn a_batch_larger_than_the_write_buffer_is_refused_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        segment_bytes: 8 << 20,
+        ..small_options()
+    };
+    // Two whole records of the largest size and a page fit; three do not.
+    let limit = options.batch_bytes_limit();
+    assert!(limit < options.write_buffer_bytes as u64 && limit > (2 << 20) + 4000);
+    let db = Db::open(dir.path(), options).unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let kvs = db.kvs("t").unwrap();
+        let mut too_large = db.batch();
+        for index in 0..3u8 {
+            too_large.put(&kvs, [index], vec![index; 1 << 20]);
+        }
+        let refused = db.write(too_large).unwrap_err();
+        let mut within = db.batch();
+        within.put(&kvs, [9u8], vec![9u8; 1 << 20]);
+        within.put(&kvs, [10u8], vec![10u8; 1 << 20]);
+        within.put(&kvs, [12u8], vec![12u8; 3000]);
+        let committed = db.write(within);
+        done.send((refused, committed)).unwrap();
+        db
+    });
+    let (refused, committed) = finished
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the writer hung");
+    assert_eq!(refused.kind(), ErrorKind::LimitExceeded, "{refused}");
+    committed.unwrap();
+    let db = writer.join().unwrap();
+    let kvs = db.kvs("t").unwrap();
+    assert_eq!(
+        kvs.get([0u8]).unwrap(),
+        None,
+        "the refused batch wrote nothing"
+    );
+    assert_eq!(kvs.get([9u8]).unwrap().unwrap().len(), 1 << 20);
+    kvs.put([11u8], b"after").unwrap();
+    assert_eq!(kvs.get([11u8]).unwrap().as_deref(), Some(&b"after"[..]));
+}
+
 #[test]
 fn limits_are_typed_errors_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();

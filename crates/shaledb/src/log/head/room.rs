@@ -4,7 +4,7 @@
 
 use super::{create_segment, HeadState, LogHead};
 use crate::error::Result;
-use crate::limits::SEGMENT_HEADER_BYTES;
+use crate::limits::{PAGE_BYTES, SEGMENT_HEADER_BYTES};
 use crate::record::{self, RecordRef};
 use crate::segment::{HeadKind, Location, Seal, SegmentMeta};
 use parking_lot::MutexGuard;
@@ -81,8 +81,9 @@ impl LogHead {
     ) -> Result<()> {
         let bytes = bytes as u64;
         assert!(
-            SEGMENT_HEADER_BYTES + bytes <= self.config.segment_bytes,
-            "callers bound batches by the segment size"
+            SEGMENT_HEADER_BYTES + bytes <= self.config.segment_bytes
+                && bytes + PAGE_BYTES as u64 <= state.tail.capacity() as u64,
+            "callers bound batches by the segment and write buffer sizes"
         );
         loop {
             self.config.poison.check()?;
