@@ -118,11 +118,7 @@ impl ValueCache {
         {
             return;
         }
-        let owned = CacheKey {
-            kvs_id,
-            key: key.into(),
-        };
-        cache.insert(owned, Version { seqno, value });
+        self.insert_written(kvs_id, key, seqno, value);
     }
 
     /// Drops whatever version of `key` is cached (its key was deleted, or written without

@@ -43,16 +43,26 @@ impl LogHead {
     /// Updates `room_hint` from the state; called where the lock's holder changed what it
     /// depends on (appends, flushes, rolls, segment preparation).
     pub(super) fn publish_room(&self, state: &HeadState) {
-        let preparation_due =
-            state.next_segment.is_none() && state.end >= self.config.segment_bytes / 2;
-        let room = if state.rolling || state.stalled || preparation_due {
+        let room = if state.rolling || state.stalled || self.preparation_due(state) {
             0
         } else {
-            let in_segment = self.config.segment_bytes.saturating_sub(state.end);
-            let in_tail = state.tail.capacity() as u64 - (state.end - state.tail_base);
+            let (in_segment, in_tail) = self.free_bytes(state);
             in_segment.min(in_tail)
         };
         self.room_hint.store(room, Ordering::Release);
+    }
+
+    /// Whether the next segment should be created now: the active one is half full and none is
+    /// prepared.
+    fn preparation_due(&self, state: &HeadState) -> bool {
+        state.next_segment.is_none() && state.end >= self.config.segment_bytes / 2
+    }
+
+    /// Bytes the active segment and the tail buffer can each still take.
+    fn free_bytes(&self, state: &HeadState) -> (u64, u64) {
+        let in_segment = self.config.segment_bytes.saturating_sub(state.end);
+        let in_tail = state.tail.capacity() as u64 - (state.end - state.tail_base);
+        (in_segment, in_tail)
     }
 
     /// Once the active segment is half full, creates the next one with the lock released. A roll
@@ -60,10 +70,7 @@ impl LogHead {
     /// directory) under the lock stalled appenders that already hold index write locks, and so
     /// every reader of their KVSs (gets of ~100 ms at YCSB A's p99.99).
     pub(super) fn prepare_next_segment(&self, state: &mut MutexGuard<'_, HeadState>) -> Result<()> {
-        if state.next_segment.is_some()
-            || state.preparing
-            || state.end < self.config.segment_bytes / 2
-        {
+        if state.preparing || !self.preparation_due(state) {
             return Ok(());
         }
         state.preparing = true;
@@ -98,14 +105,15 @@ impl LogHead {
 
     /// Whether `bytes` more records fit in the active segment and the tail buffer now.
     pub(super) fn room_for(&self, state: &HeadState, bytes: u64) -> Room {
+        let (in_segment, in_tail) = self.free_bytes(state);
         if state.rolling {
             Room::Rolling
         } else if state.stalled {
             // Nothing more is appended until the failed write is retried and succeeds.
             Room::NeedsFlush
-        } else if state.end + bytes > self.config.segment_bytes {
+        } else if bytes > in_segment {
             Room::NeedsRoll
-        } else if (state.end + bytes - state.tail_base) as usize > state.tail.capacity() {
+        } else if bytes > in_tail {
             Room::NeedsFlush
         } else {
             Room::Fits
