@@ -61,7 +61,7 @@ pub fn check(store: &Store, checkpoint_dir: &Path, leftovers: &[String]) -> Resu
     let mut kvs_names = HashMap::new();
     for kvs in store.kvs.all() {
         kvs_names.insert(kvs.id, kvs.name.clone());
-        kvs.index.read().for_each_version(|key, entry| {
+        kvs.index.for_each_version(|key, entry| {
             report.index_entries += 1;
             expected
                 .entry(entry.location.segment)

@@ -109,10 +109,7 @@ impl Checkpointer {
             encoder.begin_kvs(kvs.id);
             let mut after: Option<Key> = None;
             loop {
-                let chunk = kvs
-                    .index
-                    .read()
-                    .newest_after(after.as_deref(), SCAN_CHUNK_KEYS);
+                let chunk = kvs.index.newest_after(after.as_deref(), SCAN_CHUNK_KEYS);
                 let Some((last, _)) = chunk.last() else {
                     break;
                 };

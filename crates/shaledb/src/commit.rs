@@ -5,13 +5,13 @@
 use crate::conflicts::ConflictTracker;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::index::{Entry, KvsIndex};
+use crate::index::{partition_of, Entry, KvsIndex, PARTITIONS};
 use crate::media::MediaClass;
 use crate::options::Durability;
 use crate::record::{
     self, validate_key, validate_value, RecordKind, RecordRef, FLAG_BATCH_CONTINUES, FLAG_VALUE_LZ4,
 };
-use crate::segment::{HeadKind, SegmentMeta};
+use crate::segment::{HeadKind, Location, SegmentMeta};
 use crate::store::KvsState;
 use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
@@ -151,13 +151,11 @@ impl Engine {
             MediaClass::Capacity
         };
         let head = self.store.heads.at(class, HeadKind::Client);
-        let mut involved: Vec<&Arc<KvsState>> = ops.iter().map(|op| &op.kvs).collect();
-        involved.sort_by_key(|kvs| kvs.id);
-        involved.dedup_by_key(|kvs| kvs.id);
+        let partitions = partitions_written(ops);
         // No I/O under the index locks: a flush or roll (pwrite, fdatasync) happens in
         // `make_room` before they are taken, and if other writers used the room up meanwhile,
         // every lock is released and the room made again. Waiting for I/O while holding an index
-        // write lock would stall every reader of the KVS for the I/O's duration.
+        // partition's write lock would stall every reader of it for the I/O's duration.
         let mut room_was_taken = false;
         let (mut guards, commit_order, mut appender) = loop {
             if room_was_taken {
@@ -165,15 +163,19 @@ impl Engine {
             } else {
                 head.make_room(total_bytes)?;
             }
-            // Lock order: KVS indexes by id, the commit order, then the client head (I4).
-            let mut guards: Vec<(u32, RwLockWriteGuard<'_, KvsIndex>)> =
-                Vec::with_capacity(involved.len());
-            for kvs in &involved {
-                let guard = kvs.index.write();
+            // Lock order: index partitions by (KVS id, partition), the commit order, then the
+            // client head (I4).
+            let mut guards: Vec<PartitionGuard<'_>> = Vec::with_capacity(partitions.len());
+            for &(kvs, part) in &partitions {
+                let index = kvs.index.part_at(part).write();
                 if kvs.is_dropped() {
                     return Err(Error::KvsNotFound(kvs.name.clone()));
                 }
-                guards.push((kvs.id, guard));
+                guards.push(PartitionGuard {
+                    kvs_id: kvs.id,
+                    part,
+                    index,
+                });
             }
             let commit_order = self.commit_order.lock();
             let appender = head.lock();
@@ -186,32 +188,30 @@ impl Engine {
         let segment = appender.segment().clone();
         let snapshot_max = self.snapshots.max();
         let first_seqno = self.store.next_seqno.load(Ordering::SeqCst);
+        let last_seqno = first_seqno + ops.len() as u64 - 1;
         self.store
             .next_seqno
-            .store(first_seqno + ops.len() as u64, Ordering::SeqCst);
-        for (position, op) in ops.iter().enumerate() {
-            let seqno = first_seqno + position as u64;
-            let (stored_value, value_flags) = op.stored_value();
-            let batch_flags = if position + 1 < ops.len() {
-                FLAG_BATCH_CONTINUES
-            } else {
-                0
-            };
-            let location = appender.append(&RecordRef {
-                kind: op.kind,
-                flags: batch_flags | value_flags,
-                kvs_id: op.kvs.id,
-                seqno,
-                key: &op.key,
-                stored_value,
-            });
-            let index = &mut guards
-                .iter_mut()
-                .find(|(id, _)| *id == op.kvs.id)
-                .expect("every involved KVS is locked")
-                .1;
-            self.apply(index, &segment, op, Entry { location, seqno }, snapshot_max);
-        }
+            .store(last_seqno + 1, Ordering::SeqCst);
+        let locations: Vec<Location> = ops
+            .iter()
+            .enumerate()
+            .map(|(position, op)| {
+                let (stored_value, value_flags) = op.stored_value();
+                let batch_flags = if position + 1 < ops.len() {
+                    FLAG_BATCH_CONTINUES
+                } else {
+                    0
+                };
+                appender.append(&RecordRef {
+                    kind: op.kind,
+                    flags: batch_flags | value_flags,
+                    kvs_id: op.kvs.id,
+                    seqno: first_seqno + position as u64,
+                    key: &op.key,
+                    stored_value,
+                })
+            })
+            .collect();
         if self.conflicts.is_tracking() {
             self.conflicts
                 .record(ops.iter().enumerate().map(|(position, op)| {
@@ -223,15 +223,24 @@ impl Engine {
                     )
                 }));
         }
-        self.visible_seqno
-            .store(first_seqno + ops.len() as u64 - 1, Ordering::SeqCst);
         let lsn = appender.end_lsn();
+        // The records are in the log and their seqnos taken: later commits may append now,
+        // and apply their own partitions while this one applies its.
         drop(appender);
-        // Released before the durability wait below: held across it, every commit would wait
+        // Released before the durability wait too: held across it, every commit would wait
         // for the previous one's fdatasync and group commit could never batch.
         drop(commit_order);
-        self.store.space.note_appended(total_bytes as u64);
+        for ((position, op), location) in ops.iter().enumerate().zip(locations) {
+            let entry = Entry {
+                location,
+                seqno: first_seqno + position as u64,
+            };
+            self.apply(&mut guards, &segment, op, entry, snapshot_max);
+        }
+        // Unlocked only once all of the batch is applied: a reader of any key it writes sees all
+        // of it or waits (I4).
         drop(guards);
+        self.store.space.note_appended(total_bytes as u64);
         // A written key's cached value is replaced by the new one (so a hot key stays cached
         // across updates), or dropped when writes are not cached or the key was deleted.
         let cache = &self.store.cache;
@@ -256,32 +265,76 @@ impl Engine {
         Ok(())
     }
 
+    /// Applies `op` to its index partition (every partition of its KVS, for a prefix delete),
+    /// which `guards` holds.
     fn apply(
         &self,
-        index: &mut KvsIndex,
+        guards: &mut [PartitionGuard<'_>],
         segment: &SegmentMeta,
         op: &BatchOp,
         entry: Entry,
         snapshot_max: u64,
     ) {
+        let kvs_id = op.kvs.id;
         match op.kind {
             RecordKind::Put => {
                 segment.add_live(u64::from(entry.location.len));
-                if let Some(replaced) = index.put(&op.key, entry, snapshot_max) {
+                let replaced =
+                    locked(guards, kvs_id, partition_of(&op.key)).put(&op.key, entry, snapshot_max);
+                if let Some(replaced) = replaced {
                     self.store.free(replaced);
                 }
             }
             RecordKind::Tombstone => {
+                let index = locked(guards, kvs_id, partition_of(&op.key));
                 if let Some(removed) = index.remove(&op.key, entry.seqno, snapshot_max) {
                     self.store.free(removed);
                 }
             }
             RecordKind::PrefixTombstone => {
-                for removed in index.remove_prefix(&op.key, entry.seqno, snapshot_max) {
-                    self.store.free(removed);
+                for part in 0..PARTITIONS {
+                    for removed in locked(guards, kvs_id, part).remove_prefix(
+                        &op.key,
+                        entry.seqno,
+                        snapshot_max,
+                    ) {
+                        self.store.free(removed);
+                    }
                 }
             }
             RecordKind::SnapshotCopy => unreachable!("clients never write snapshot copies"),
         }
     }
+}
+
+/// One index partition a commit holds write-locked.
+struct PartitionGuard<'a> {
+    kvs_id: u32,
+    part: usize,
+    index: RwLockWriteGuard<'a, KvsIndex>,
+}
+
+/// The partition `part` of KVS `kvs_id`, which the commit holds.
+fn locked<'g>(guards: &'g mut [PartitionGuard<'_>], kvs_id: u32, part: usize) -> &'g mut KvsIndex {
+    &mut guards
+        .iter_mut()
+        .find(|guard| guard.kvs_id == kvs_id && guard.part == part)
+        .expect("every partition a batch writes is locked")
+        .index
+}
+
+/// The index partitions `ops` write, in lock order (I4): a put's or delete's key's partition,
+/// every partition of its KVS for a prefix delete.
+fn partitions_written(ops: &[BatchOp]) -> Vec<(&KvsState, usize)> {
+    let mut written: Vec<(&KvsState, usize)> = Vec::with_capacity(ops.len());
+    for op in ops {
+        if op.kind == RecordKind::PrefixTombstone {
+            written.extend((0..PARTITIONS).map(|part| (&*op.kvs, part)));
+        } else {
+            written.push((&op.kvs, partition_of(&op.key)));
+        }
+    }
+    written.sort_unstable_by_key(|&(kvs, part)| (kvs.id, part));
+    written.dedup_by_key(|&mut (kvs, part)| (kvs.id, part));
+    written
 }

@@ -11,7 +11,7 @@ use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::Cleaner;
 use crate::home::Home;
-use crate::index::KvsIndex;
+use crate::index::{KvsIndex, PartitionedIndex};
 use crate::kvs::Kvs;
 use crate::limits::{KVS_COUNT_MAX, KVS_NAME_BYTES_MAX};
 use crate::manifest::Edit;
@@ -28,7 +28,6 @@ use crate::worker::{Jobs, Workers};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A KVDB: a directory holding named KVSs. Cheap to share: clone the [`Kvs`] handles it gives,
@@ -135,10 +134,9 @@ impl Db {
                 capacity_dir: home.capacity_dir().to_path_buf(),
             })?)
         };
-        let visible_seqno = store.next_seqno.load(Ordering::SeqCst) - 1;
         let checkpoint_dir = home.checkpoint_dir().to_path_buf();
         Ok(Db {
-            engine: Arc::new(Engine::new(store, options, visible_seqno)),
+            engine: Arc::new(Engine::new(store, options)),
             path: home.path.clone(),
             home: Mutex::new(Some(home)),
             kvs_by_name: RwLock::new(kvs_by_name),
@@ -204,7 +202,7 @@ impl Db {
             id,
             name.to_string(),
             options,
-            KvsIndex::default(),
+            PartitionedIndex::default(),
         ));
         self.kvs_by_name
             .write()
@@ -239,10 +237,12 @@ impl Db {
             .record(&Edit::KvsDropped { id: state.id })?;
         self.kvs_by_name.write().remove(name);
         self.store().kvs.remove(state.id);
-        let mut index = state.index.write();
+        let mut parts = state.index.write_all();
         state.mark_dropped();
-        index.for_each_version(|_, entry| self.store().free(entry));
-        *index = KvsIndex::default();
+        for index in &mut parts {
+            index.for_each_version(|_, entry| self.store().free(entry));
+            **index = KvsIndex::default();
+        }
         Ok(())
     }
 

@@ -10,18 +10,17 @@ use crate::snapshot_registry::{needed_by_any, SnapshotRegistry};
 use crate::store::{KvsState, Store};
 use bytes::Bytes;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub struct Engine {
     pub store: Arc<Store>,
     pub options: Options,
-    /// Every commit with a seqno up to this one is fully applied to the indexes.
-    pub visible_seqno: AtomicU64,
     pub snapshots: SnapshotRegistry,
     pub conflicts: ConflictTracker,
-    /// Orders commits and snapshot registrations across the client heads: seqnos are assigned,
-    /// applied and published under it (invariant I4).
+    /// Orders commits and snapshot registrations across the client heads: seqnos are assigned
+    /// and records appended under it (invariant I4); the index updates happen after, under the
+    /// index partitions' locks, in parallel with later commits.
     pub commit_order: Mutex<()>,
     closed: AtomicBool,
 }
@@ -45,11 +44,10 @@ impl Drop for SnapshotPin {
 }
 
 impl Engine {
-    pub fn new(store: Arc<Store>, options: Options, visible_seqno: u64) -> Self {
+    pub fn new(store: Arc<Store>, options: Options) -> Self {
         Engine {
             store,
             options,
-            visible_seqno: AtomicU64::new(visible_seqno),
             snapshots: SnapshotRegistry::default(),
             conflicts: ConflictTracker::default(),
             commit_order: Mutex::new(()),
@@ -104,9 +102,13 @@ impl Engine {
 
     /// Takes a snapshot and runs `also(seqno)` while no commit can happen.
     pub fn take_snapshot_then(self: &Arc<Self>, also: impl FnOnce(u64)) -> SnapshotPin {
-        // Registering under the commit-order lock orders the snapshot against every commit.
+        // Registering under the commit-order lock orders the snapshot against every commit. One
+        // that took its seqnos before is in it: that commit took its index partitions' write
+        // locks before its seqnos and holds them until it has applied them all, so a read at
+        // this snapshot finds it applied or waits for it (I4). One that takes its seqnos after
+        // finds the snapshot registered and keeps the versions it sees.
         let _commits_paused = self.commit_order.lock();
-        let seqno = self.visible_seqno.load(Ordering::SeqCst);
+        let seqno = self.store.next_seqno.load(Ordering::SeqCst) - 1;
         self.snapshots.register(seqno);
         also(seqno);
         SnapshotPin {
@@ -128,13 +130,15 @@ impl Engine {
     fn release_snapshot(&self, seqno: u64) {
         self.snapshots.release(seqno);
         for kvs in self.store.kvs.all() {
-            let mut index = kvs.index.write();
-            // Read under the index lock: see SnapshotRegistry::open_seqnos.
-            let open = self.snapshots.open_seqnos();
-            for freed in
-                index.prune_old(|seqno, superseded| needed_by_any(&open, seqno, superseded))
-            {
-                self.store.free(freed);
+            for part in kvs.index.parts() {
+                let mut index = part.write();
+                // Read under the partition's lock: see SnapshotRegistry::open_seqnos.
+                let open = self.snapshots.open_seqnos();
+                for freed in
+                    index.prune_old(|seqno, superseded| needed_by_any(&open, seqno, superseded))
+                {
+                    self.store.free(freed);
+                }
             }
         }
     }

@@ -216,17 +216,19 @@ impl Cleaner {
         // What the index still finds in the victim could not be read: it is lost.
         let mut lost = Vec::new();
         for kvs in store.kvs.all() {
-            let mut index = kvs.index.write();
-            let mut gone = Vec::new();
-            index.for_each_version(|key, entry| {
-                if entry.location.segment == id {
-                    gone.push((Key::from(key), entry));
+            for part in kvs.index.parts() {
+                let mut index = part.write();
+                let mut gone = Vec::new();
+                index.for_each_version(|key, entry| {
+                    if entry.location.segment == id {
+                        gone.push((Key::from(key), entry));
+                    }
+                });
+                for (key, entry) in gone {
+                    index.remove(&key, entry.seqno, 0);
+                    victim.sub_live(u64::from(entry.location.len));
+                    lost.push(format!("{} {}", kvs.name, key.escape_ascii()));
                 }
-            });
-            for (key, entry) in gone {
-                index.remove(&key, entry.seqno, 0);
-                victim.sub_live(u64::from(entry.location.len));
-                lost.push(format!("{} {}", kvs.name, key.escape_ascii()));
             }
         }
         let aside = store.lifecycle.set_aside(&victim)?;
@@ -338,9 +340,10 @@ pub(crate) fn move_version(
     // Any roll or flush happens now, before the index lock (only the pass lock's holder appends
     // to cleaner heads, so the room is still there below).
     destination.make_room(record.encoded_len())?;
-    // Holding the index lock across the append makes the move a compare-and-swap: a concurrent
-    // overwrite either happened before (the record is dead) or waits.
-    let mut index = kvs.index.write();
+    // Holding the key's index partition lock across the append makes the move a
+    // compare-and-swap: a concurrent overwrite either happened before (the record is dead) or
+    // waits.
+    let mut index = kvs.index.part(record.key).write();
     let kind = match index.liveness(record.key, record.seqno, from) {
         Liveness::Dead => return Ok(None),
         Liveness::Newest => RecordKind::Put,

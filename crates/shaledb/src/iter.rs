@@ -1,7 +1,8 @@
 //! Ordered cursors over one KVS: forward and reverse, with bounds, prefixes and seek.
 //!
 //! A cursor reads a consistent view: it holds a snapshot for its whole life. It takes keys from
-//! the index in chunks under a short read lock, so it never blocks writers between items.
+//! the index in chunks, each under short read locks of the index's partitions, so it never
+//! blocks writers between items.
 
 use crate::bounds::{above_lower, as_slice_bound, below_upper, OwnedBounds};
 use crate::engine::{Engine, SnapshotPin};
@@ -178,7 +179,7 @@ impl Iter {
             (true, Some(last)) => (self.lower.clone(), last),
             (_, None) => (self.lower.clone(), self.upper.clone()),
         };
-        let chunk = self.kvs.index.read().collect_visible(
+        let chunk = self.kvs.index.collect_visible(
             as_slice_bound(&lower),
             as_slice_bound(&upper),
             at,
@@ -186,12 +187,13 @@ impl Iter {
             reverse,
         );
         let end = self.end_mut(reverse);
-        end.exhausted = chunk.len() < CHUNK_KEYS;
-        end.slots.extend(chunk.into_iter().map(|(key, entry)| Slot {
-            key,
-            entry,
-            value: None,
-        }));
+        end.exhausted = chunk.exhausted;
+        end.slots
+            .extend(chunk.entries.into_iter().map(|(key, entry)| Slot {
+                key,
+                entry,
+                value: None,
+            }));
         Ok(())
     }
 

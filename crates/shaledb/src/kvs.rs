@@ -51,7 +51,7 @@ impl Kvs {
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         self.check_live()?;
         validate_key(key.as_ref())?;
-        Ok(self.state.index.read().get(key.as_ref()).is_some())
+        Ok(self.state.index.get(key.as_ref()).is_some())
     }
 
     /// Deletes `key` (a no-op if it has no value).
@@ -105,7 +105,7 @@ impl Kvs {
     /// Number of keys (counted from the index, no device reads).
     pub fn len(&self) -> Result<usize> {
         self.check_live()?;
-        Ok(self.state.index.read().len())
+        Ok(self.state.index.len())
     }
 
     pub fn is_empty(&self) -> Result<bool> {

@@ -16,7 +16,7 @@ pub struct SnapshotRegistry {
 
 impl SnapshotRegistry {
     /// Registers a reader at `seqno`. The caller must hold the commit-order lock, so no
-    /// commit can slip between reading the visible seqno and this registration.
+    /// commit can take seqnos between the snapshot's seqno being read and this registration.
     pub fn register(&self, seqno: u64) {
         let mut open = self.open.lock();
         let slot = open.entry(seqno).or_insert((0, Some(Instant::now())));
@@ -40,7 +40,7 @@ impl SnapshotRegistry {
     }
 
     /// The seqnos of open snapshots, sorted. To prune old versions of an index, read this while
-    /// holding that index's write lock: a snapshot registered later cannot see any version
+    /// holding that index partition's write lock: a snapshot registered later cannot see any version
     /// already retired, and no version can be retired for it during the prune.
     pub fn open_seqnos(&self) -> Vec<u64> {
         self.open.lock().keys().copied().collect()

@@ -66,13 +66,16 @@ impl Sorter {
         let Some(kvs) = store.kvs.get(range.kvs_id) else {
             return Ok(0); // dropped since
         };
-        let versions = kvs.index.read().collect_visible(
-            Bound::Included(&range.start),
-            Bound::Unbounded,
-            u64::MAX,
-            RUN_RECORDS_MAX,
-            false,
-        );
+        let versions = kvs
+            .index
+            .collect_visible(
+                Bound::Included(&range.start),
+                Bound::Unbounded,
+                u64::MAX,
+                RUN_RECORDS_MAX,
+                false,
+            )
+            .entries;
         // Versions still in a segment being written are recent: they stay where they are.
         let mut run = Vec::new();
         let mut run_bytes = 0;

@@ -134,9 +134,8 @@ impl Stats {
         }
         let (mut index_keys, mut index_bytes) = (0u64, 0u64);
         for kvs in store.kvs.all() {
-            let index = kvs.index.read();
-            index_keys += index.len() as u64;
-            index_bytes += index.estimated_dram_bytes();
+            index_keys += kvs.index.len() as u64;
+            index_bytes += kvs.index.estimated_dram_bytes();
         }
         let (snapshots_open, oldest_snapshot_age_secs) = snapshots;
         let (capacity_used_bytes, capacity_limit_bytes) = store.space.usage();

@@ -1,10 +1,13 @@
 //! The per-KVS index in DRAM: for each key, where its newest record lives (packed leaves under
-//! a B-tree of fences), plus the older versions open snapshots can still see.
+//! a B-tree of fences), plus the older versions open snapshots can still see; split by key hash
+//! into partitions that lock separately.
 
 mod entry;
 mod kvs_index;
 mod leaf;
 mod packed;
+mod partitioned;
 
 pub use entry::{Entry, Key};
 pub use kvs_index::{KvsIndex, Liveness};
+pub use partitioned::{partition_of, PartitionedIndex, PARTITIONS};

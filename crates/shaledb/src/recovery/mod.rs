@@ -27,7 +27,7 @@ pub use report::{Cleanup, RecoveryReport, SalvageReport};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Key, KvsIndex};
+use crate::index::{Key, PartitionedIndex};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::segment::{SegmentId, SegmentMeta};
 use files::open_segments;
@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 /// What recovery rebuilt.
 pub struct Recovered {
-    pub indexes: HashMap<u32, KvsIndex>,
+    pub indexes: HashMap<u32, PartitionedIndex>,
     /// Every live segment, sealed (active segments at a crash are sealed where they end).
     pub segments: Vec<Arc<SegmentMeta>>,
     pub next_seqno: u64,
@@ -79,7 +79,7 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
         }
         if let Some(index) = replay.indexes.get_mut(&kvs_id) {
             for (key, entry) in entries {
-                index.put_recovered(&key, entry);
+                index.part_mut(&key).put_recovered(&key, entry);
             }
         }
     }
@@ -152,7 +152,7 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
                 ),
             ))?;
             // Salvage: the version is lost; the key goes.
-            index.remove(&key, entry.seqno, 0);
+            index.part_mut(&key).remove(&key, entry.seqno, 0);
             damage.lost_key(&name, &key);
         }
     }

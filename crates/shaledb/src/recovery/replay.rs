@@ -6,7 +6,7 @@
 use super::report::{Cleanup, RecoveryReport};
 use super::salvage::Damage;
 use crate::error::{Error, Result};
-use crate::index::{Entry, Key, KvsIndex};
+use crate::index::{Entry, Key, PartitionedIndex};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::manifest::SegmentEntry;
 use crate::media::ReadPurpose;
@@ -24,7 +24,7 @@ struct PendingRecord {
 
 /// Replay state: the indexes plus the deletions seen, so older puts replayed later lose.
 pub struct Replay {
-    pub indexes: HashMap<u32, KvsIndex>,
+    pub indexes: HashMap<u32, PartitionedIndex>,
     /// KVS ids below it that have no index were dropped; at or past it, never created.
     pub next_kvs_id: u32,
     pub deleted: HashMap<(u32, Key), u64>,
@@ -36,7 +36,9 @@ impl Replay {
     /// A replay of the KVSs `kvs_ids`, each starting empty.
     pub fn new(kvs_ids: impl Iterator<Item = u32>, next_kvs_id: u32) -> Self {
         Replay {
-            indexes: kvs_ids.map(|id| (id, KvsIndex::default())).collect(),
+            indexes: kvs_ids
+                .map(|id| (id, PartitionedIndex::default()))
+                .collect(),
             next_kvs_id,
             deleted: HashMap::new(),
             prefix_deleted: Vec::new(),
@@ -59,6 +61,7 @@ impl Replay {
         };
         match record.kind {
             RecordKind::Put => {
+                let index = index.part_mut(&record.key);
                 let newer_exists = index
                     .get(&record.key)
                     .is_some_and(|entry| entry.seqno > record.seqno);
@@ -81,6 +84,7 @@ impl Replay {
                 }
             }
             RecordKind::Tombstone => {
+                let index = index.part_mut(&record.key);
                 if index
                     .get(&record.key)
                     .is_some_and(|entry| entry.seqno < record.seqno)
@@ -91,7 +95,9 @@ impl Replay {
                 *slot = (*slot).max(record.seqno);
             }
             RecordKind::PrefixTombstone => {
-                index.remove_prefix(&record.key, record.seqno, 0);
+                for index in index.parts_mut() {
+                    index.remove_prefix(&record.key, record.seqno, 0);
+                }
                 self.prefix_deleted
                     .push((record.kvs_id, record.key, record.seqno));
             }

@@ -4,7 +4,7 @@
 
 use super::report::SalvageReport;
 use crate::error::{Error, Result};
-use crate::index::KvsIndex;
+use crate::index::PartitionedIndex;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -62,7 +62,7 @@ impl Damage {
     /// older than the newest seqno a region could have held. `names` gives each KVS's name.
     pub fn finish(
         self,
-        indexes: &HashMap<u32, KvsIndex>,
+        indexes: &HashMap<u32, PartitionedIndex>,
         names: &HashMap<u32, String>,
         next_seqno: u64,
     ) -> Option<SalvageReport> {

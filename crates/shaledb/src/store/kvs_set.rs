@@ -1,7 +1,7 @@
 //! The KVSs a store holds, by id: each one's name, options and index, and whether it was
 //! dropped (its handles then fail, and its records are dead).
 
-use crate::index::KvsIndex;
+use crate::index::PartitionedIndex;
 use crate::options::KvsOptions;
 use parking_lot::RwLock;
 use std::collections::HashMap;
@@ -13,17 +13,17 @@ pub struct KvsState {
     pub id: u32,
     pub name: String,
     pub options: KvsOptions,
-    pub index: RwLock<KvsIndex>,
+    pub index: PartitionedIndex,
     dropped: AtomicBool,
 }
 
 impl KvsState {
-    pub fn new(id: u32, name: String, options: KvsOptions, index: KvsIndex) -> Self {
+    pub fn new(id: u32, name: String, options: KvsOptions, index: PartitionedIndex) -> Self {
         KvsState {
             id,
             name,
             options,
-            index: RwLock::new(index),
+            index,
             dropped: AtomicBool::new(false),
         }
     }
@@ -32,8 +32,8 @@ impl KvsState {
         self.dropped.load(Ordering::Acquire)
     }
 
-    /// Marks the KVS dropped; call it holding its index write lock, so no commit that saw it
-    /// live is still applying to it.
+    /// Marks the KVS dropped; call it holding every partition's write lock, so no commit that
+    /// saw it live is still applying to it.
     pub fn mark_dropped(&self) {
         self.dropped.store(true, Ordering::Release);
     }

@@ -25,12 +25,9 @@ impl Store {
         validate_key(key)?;
         self.counters.gets.add(1);
         for _ in 0..READ_RETRIES_MAX {
-            let entry = {
-                let index = kvs.index.read();
-                match at {
-                    None => index.get(key),
-                    Some(seqno) => index.get_at(key, seqno),
-                }
+            let entry = match at {
+                None => kvs.index.get(key),
+                Some(seqno) => kvs.index.get_at(key, seqno),
             };
             let Some(entry) = entry else {
                 return Ok(None);
@@ -51,10 +48,8 @@ impl Store {
             validate_key(key)?;
         }
         self.counters.gets.add(keys.len() as u64);
-        let entries: Vec<Option<Entry>> = {
-            let index = kvs.index.read();
-            keys.iter().map(|key| index.get_at(key, at)).collect()
-        };
+        let entries: Vec<Option<Entry>> =
+            keys.iter().map(|key| kvs.index.get_at(key, at)).collect();
         let versions: Vec<(&[u8], Entry)> = keys
             .iter()
             .zip(&entries)

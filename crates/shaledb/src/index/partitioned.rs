@@ -1,0 +1,271 @@
+//! A KVS's index split by key hash into partitions, each behind its own lock: commits whose
+//! keys fall in different partitions apply in parallel, and a reader waits only for a writer
+//! of its own key's partition. Ordered reads merge the partitions.
+
+use super::entry::{Entry, Key};
+use super::kvs_index::KvsIndex;
+use parking_lot::{RwLock, RwLockWriteGuard};
+use std::ops::Bound;
+
+/// Partitions per KVS. Enough that two writers (or a writer and a reader) rarely meet in one,
+/// few enough that a merged range read asks each for only a handful of keys.
+pub const PARTITIONS: usize = 16;
+
+/// Each partition contributes at least this many keys to one merged range read.
+const MERGE_PER_PARTITION_MIN: usize = 8;
+
+/// The partition `key` belongs to.
+pub fn partition_of(key: &[u8]) -> usize {
+    crc32c::crc32c(key) as usize % PARTITIONS
+}
+
+/// Up to a limit of (key, version) pairs in order, and whether the range holds no more.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    pub entries: Vec<(Key, Entry)>,
+    pub exhausted: bool,
+}
+
+pub struct PartitionedIndex {
+    parts: Box<[RwLock<KvsIndex>]>,
+}
+
+impl Default for PartitionedIndex {
+    fn default() -> Self {
+        PartitionedIndex {
+            parts: (0..PARTITIONS)
+                .map(|_| RwLock::new(KvsIndex::default()))
+                .collect(),
+        }
+    }
+}
+
+impl PartitionedIndex {
+    /// The partition holding `key`.
+    pub fn part(&self, key: &[u8]) -> &RwLock<KvsIndex> {
+        &self.parts[partition_of(key)]
+    }
+
+    /// Partition `number` (see [`partition_of`]).
+    pub fn part_at(&self, number: usize) -> &RwLock<KvsIndex> {
+        &self.parts[number]
+    }
+
+    /// Every partition, in lock order.
+    pub fn parts(&self) -> &[RwLock<KvsIndex>] {
+        &self.parts
+    }
+
+    /// The partition holding `key`, for a sole owner (recovery) that needs no lock.
+    pub fn part_mut(&mut self, key: &[u8]) -> &mut KvsIndex {
+        self.parts[partition_of(key)].get_mut()
+    }
+
+    /// Every partition, for a sole owner.
+    pub fn parts_mut(&mut self) -> impl Iterator<Item = &mut KvsIndex> {
+        self.parts.iter_mut().map(RwLock::get_mut)
+    }
+
+    /// Write-locks every partition, in lock order.
+    pub fn write_all(&self) -> Vec<RwLockWriteGuard<'_, KvsIndex>> {
+        self.parts.iter().map(RwLock::write).collect()
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        self.part(key).read().get(key)
+    }
+
+    pub fn get_at(&self, key: &[u8], at: u64) -> Option<Entry> {
+        self.part(key).read().get_at(key, at)
+    }
+
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|part| part.read().len()).sum()
+    }
+
+    /// Estimated DRAM the newest versions hold (see `PackedMap`).
+    pub fn estimated_dram_bytes(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(|part| part.read().estimated_dram_bytes())
+            .sum()
+    }
+
+    /// Every version the index holds, partition by partition (each under its read lock), in no
+    /// particular key order.
+    pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
+        for part in self.parts.iter() {
+            part.read().for_each_version(&mut visit);
+        }
+    }
+
+    /// Up to `limit` newest entries with keys after `after` (all keys if `None`), in order;
+    /// empty only when there are no more.
+    pub fn newest_after(&self, after: Option<&[u8]>, limit: usize) -> Vec<(Key, Entry)> {
+        self.merged(limit, false, |part, per_part| {
+            part.newest_after(after, per_part)
+        })
+        .entries
+    }
+
+    /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
+    /// (descending when `reverse`). Not exhausted means the range may hold more after the last.
+    pub fn collect_visible(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        at: u64,
+        limit: usize,
+        reverse: bool,
+    ) -> Chunk {
+        self.merged(limit, reverse, |part, per_part| {
+            part.collect_visible(lower, upper, at, per_part, reverse)
+        })
+    }
+
+    /// Merges the first keys of every partition, as `read(partition, count)` gives them in
+    /// order. A partition that returned all it was asked for may hold more keys after its last,
+    /// so the merge is complete only up to the first such last key; it is cut there.
+    fn merged(
+        &self,
+        limit: usize,
+        reverse: bool,
+        read: impl Fn(&KvsIndex, usize) -> Vec<(Key, Entry)>,
+    ) -> Chunk {
+        if limit == 0 {
+            return Chunk::default();
+        }
+        // Keys hash evenly, so each partition holds about 1/PARTITIONS of the next `limit`;
+        // twice that leaves room for the spread.
+        let per_part = (2 * limit / PARTITIONS)
+            .max(MERGE_PER_PARTITION_MIN)
+            .min(limit);
+        let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
+        let mut entries = Vec::new();
+        let mut cut: Option<Key> = None;
+        for part in self.parts.iter() {
+            let chunk = read(&part.read(), per_part);
+            if chunk.len() == per_part {
+                let last = &chunk[per_part - 1].0;
+                if cut.as_ref().is_none_or(|cut| before(last, cut)) {
+                    cut = Some(last.clone());
+                }
+            }
+            entries.extend(chunk);
+        }
+        entries.sort_unstable_by(|(a, _), (b, _)| if reverse { b.cmp(a) } else { a.cmp(b) });
+        if let Some(cut) = &cut {
+            let complete = entries.partition_point(|(key, _)| !before(cut, key));
+            entries.truncate(complete);
+        }
+        let exhausted = cut.is_none() && entries.len() <= limit;
+        entries.truncate(limit);
+        Chunk { entries, exhausted }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::{Location, SegmentId};
+
+    fn entry(seqno: u64) -> Entry {
+        Entry {
+            location: Location {
+                segment: SegmentId(1),
+                offset: seqno as u32,
+                len: 50,
+            },
+            seqno,
+        }
+    }
+
+    fn filled(keys: usize) -> PartitionedIndex {
+        let index = PartitionedIndex::default();
+        for number in 0..keys {
+            let key = format!("key{number:06}");
+            index
+                .part(key.as_bytes())
+                .write()
+                .put(key.as_bytes(), entry(number as u64 + 1), 0);
+        }
+        index
+    }
+
+    /// Every key of the range, read chunk by chunk as a cursor does.
+    fn read_all(index: &PartitionedIndex, limit: usize, reverse: bool) -> Vec<Key> {
+        let mut keys: Vec<Key> = Vec::new();
+        loop {
+            let after = keys.last().cloned();
+            let (lower, upper) = match (&after, reverse) {
+                (None, _) => (Bound::Unbounded, Bound::Unbounded),
+                (Some(last), false) => (Bound::Excluded(&last[..]), Bound::Unbounded),
+                (Some(last), true) => (Bound::Unbounded, Bound::Excluded(&last[..])),
+            };
+            let chunk = index.collect_visible(lower, upper, u64::MAX, limit, reverse);
+            assert!(chunk.entries.len() <= limit);
+            assert!(
+                chunk.exhausted || !chunk.entries.is_empty(),
+                "a chunk that is not the last holds a key"
+            );
+            keys.extend(chunk.entries.into_iter().map(|(key, _)| key));
+            if chunk.exhausted {
+                return keys;
+            }
+        }
+    }
+
+    #[test]
+    fn merged_chunks_list_every_key_once_in_order_both_ways() {
+        let index = filled(5000);
+        let mut expected: Vec<Key> = (0..5000)
+            .map(|number| Key::from(format!("key{number:06}").as_bytes()))
+            .collect();
+        for limit in [1, 7, 128, 4096, 10_000] {
+            assert_eq!(read_all(&index, limit, false), expected, "limit {limit}");
+        }
+        expected.reverse();
+        for limit in [1, 128, 10_000] {
+            assert_eq!(read_all(&index, limit, true), expected, "limit {limit}");
+        }
+    }
+
+    #[test]
+    fn newest_after_pages_through_every_partition() {
+        let index = filled(1000);
+        let mut after: Option<Key> = None;
+        let mut seen = 0;
+        loop {
+            let chunk = index.newest_after(after.as_deref(), 100);
+            let Some((last, _)) = chunk.last() else { break };
+            assert!(chunk.windows(2).all(|pair| pair[0].0 < pair[1].0));
+            seen += chunk.len();
+            after = Some(last.clone());
+        }
+        assert_eq!(seen, 1000);
+        assert_eq!(index.len(), 1000);
+    }
+
+    #[test]
+    fn keys_spread_over_every_partition() {
+        let index = filled(PARTITIONS * 100);
+        for part in index.parts() {
+            let held = part.read().len();
+            assert!(
+                (30..=300).contains(&held),
+                "a partition holds {held} of 1600"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_and_tiny_indexes_are_exhausted_at_once() {
+        let index = PartitionedIndex::default();
+        let chunk = index.collect_visible(Bound::Unbounded, Bound::Unbounded, 9, 128, false);
+        assert!(chunk.exhausted && chunk.entries.is_empty());
+        let index = filled(3);
+        let chunk = index.collect_visible(Bound::Unbounded, Bound::Unbounded, 9, 128, true);
+        assert!(chunk.exhausted);
+        assert_eq!(chunk.entries.len(), 3);
+    }
+}
