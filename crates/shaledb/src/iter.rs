@@ -16,8 +16,11 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Keys fetched from the index per refill.
+/// Keys fetched from the index per refill, or fewer when the caller said how many it will
+/// take (but at least [`CHUNK_KEYS_MIN`]): a refill merges the index's partitions, whose cost
+/// grows with the keys asked for.
 const CHUNK_KEYS: usize = 128;
+const CHUNK_KEYS_MIN: usize = 16;
 
 /// A cursor reads the values of its next keys in batches, all of a batch's device reads in
 /// flight at once: the first batch holds this many keys, and each next one twice as many as
@@ -179,11 +182,17 @@ impl Iter {
             (true, Some(last)) => (self.lower.clone(), last),
             (_, None) => (self.lower.clone(), self.upper.clone()),
         };
+        let expected = self.end(reverse).expected;
+        let limit = if expected > 0 {
+            (expected + 1).clamp(CHUNK_KEYS_MIN, CHUNK_KEYS)
+        } else {
+            CHUNK_KEYS
+        };
         let chunk = self.kvs.index.collect_visible(
             as_slice_bound(&lower),
             as_slice_bound(&upper),
             at,
-            CHUNK_KEYS,
+            limit,
             reverse,
         );
         let end = self.end_mut(reverse);
