@@ -100,7 +100,8 @@ impl Store {
             |bytes| self.checked_value(&segment, kvs_id, key, entry, bytes),
         )?;
         if let Some(started) = started {
-            self.pacer.note_read(started.elapsed());
+            self.pacer
+                .note_read(started.elapsed(), u64::from(location.len));
         }
         value.map(Some)
     }
