@@ -1,10 +1,10 @@
 //! The checkpointer: when an index checkpoint is due, and writing one consistently while commits
 //! go on. The file format is in `checkpoint.rs`.
 //!
-//! Consistency (see docs/ARCHITECTURE.md, invariant I5): replay positions are taken before the
-//! indexes are read, and every appended record is in its index before its head's lock is
-//! released, so every record before a replay position is in the checkpoint and every record
-//! after it is replayed. Log data up to the end of the index scan is made durable before the
+//! Consistency (see docs/ARCHITECTURE.md, invariants I4 and I5): replay positions are taken
+//! before the indexes are read, and a commit holds its index partitions' locks from before it
+//! appends until its records are applied, so every record before a replay position is in the
+//! checkpoint (or the scan waits for it) and every record after it is replayed. Log data up to the end of the index scan is made durable before the
 //! rename, so no checkpoint entry points at bytes a crash could lose.
 
 use crate::checkpoint::{self, CheckpointEncoder};

@@ -1,6 +1,6 @@
 //! The commit path: a batch of puts, deletes and prefix deletes validated, appended contiguously
-//! to one client head, applied to the indexes and published, all or nothing (invariants I2, I4,
-//! I8), then made durable as the KVDB's durability mode says.
+//! to one client head and applied to the index partitions it locked first, all or nothing to
+//! every reader (invariants I2, I4, I8), then made durable as the KVDB's durability mode says.
 
 use crate::conflicts::ConflictTracker;
 use crate::engine::Engine;

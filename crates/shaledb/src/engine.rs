@@ -1,6 +1,6 @@
 //! The engine behind the public handles: the store, plus what orders commits against readers
-//! (the commit-order lock, the visible seqno, the registry of open snapshots and the tracker of
-//! transaction conflicts). `Db`, `Kvs`, `Snapshot`, `Iter` and `Transaction` hold it; the commit
+//! (the commit-order lock, the registry of open snapshots and the tracker of transaction
+//! conflicts). `Db`, `Kvs`, `Snapshot`, `Iter` and `Transaction` hold it; the commit
 //! path is in `commit.rs`. Background jobs never see it: they are handed the store.
 
 use crate::conflicts::ConflictTracker;
@@ -131,6 +131,13 @@ impl Engine {
         self.snapshots.release(seqno);
         for kvs in self.store.kvs.all() {
             for part in kvs.index.parts() {
+                // Most partitions keep no old version: a read lock says so without stalling
+                // their writers (a cursor releases a snapshot per scan). A version kept for this
+                // snapshot was kept by a commit that held the lock before the release above,
+                // so it is seen here.
+                if !part.read().keeps_old_versions() {
+                    continue;
+                }
                 let mut index = part.write();
                 // Read under the partition's lock: see SnapshotRegistry::open_seqnos.
                 let open = self.snapshots.open_seqnos();

@@ -184,7 +184,7 @@ impl Iter {
         };
         let expected = self.end(reverse).expected;
         let limit = if expected > 0 {
-            (expected + 1).clamp(CHUNK_KEYS_MIN, CHUNK_KEYS)
+            expected.saturating_add(1).clamp(CHUNK_KEYS_MIN, CHUNK_KEYS)
         } else {
             CHUNK_KEYS
         };

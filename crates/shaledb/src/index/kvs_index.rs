@@ -38,6 +38,11 @@ impl KvsIndex {
         self.newest.len()
     }
 
+    /// Whether any replaced version is kept for a snapshot.
+    pub fn keeps_old_versions(&self) -> bool {
+        !self.old.is_empty()
+    }
+
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
         self.newest.get(key)
     }

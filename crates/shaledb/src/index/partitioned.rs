@@ -80,6 +80,8 @@ impl PartitionedIndex {
         self.part(key).read().get_at(key, at)
     }
 
+    /// The keys in every partition, each counted under its own read lock (so a batch being
+    /// applied may be counted in part).
     pub fn len(&self) -> usize {
         self.parts.iter().map(|part| part.read().len()).sum()
     }

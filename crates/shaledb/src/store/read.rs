@@ -24,6 +24,7 @@ impl Store {
     pub fn get(&self, kvs: &KvsState, key: &[u8], at: Option<u64>) -> Result<Option<Bytes>> {
         validate_key(key)?;
         self.counters.gets.add(1);
+        self.pacer.note_reader();
         for _ in 0..READ_RETRIES_MAX {
             let entry = match at {
                 None => kvs.index.get(key),
@@ -48,6 +49,7 @@ impl Store {
             validate_key(key)?;
         }
         self.counters.gets.add(keys.len() as u64);
+        self.pacer.note_reader();
         let entries: Vec<Option<Entry>> =
             keys.iter().map(|key| kvs.index.get_at(key, at)).collect();
         let versions: Vec<(&[u8], Entry)> = keys
