@@ -167,7 +167,7 @@ impl Engine {
             // client head (I4).
             let mut guards: Vec<PartitionGuard<'_>> = Vec::with_capacity(partitions.len());
             for &(kvs, part) in &partitions {
-                let index = kvs.index.part_at(part).write();
+                let index = kvs.index.parts()[part].write();
                 if kvs.is_dropped() {
                     return Err(Error::KvsNotFound(kvs.name.clone()));
                 }
@@ -230,6 +230,7 @@ impl Engine {
         // Released before the durability wait too: held across it, every commit would wait
         // for the previous one's fdatasync and group commit could never batch.
         drop(commit_order);
+        self.store.space.note_appended(total_bytes as u64);
         for ((position, op), location) in ops.iter().enumerate().zip(locations) {
             let entry = Entry {
                 location,
@@ -240,7 +241,6 @@ impl Engine {
         // Unlocked only once all of the batch is applied: a reader of any key it writes sees all
         // of it or waits (I4).
         drop(guards);
-        self.store.space.note_appended(total_bytes as u64);
         // A written key's cached value is replaced by the new one (so a hot key stays cached
         // across updates), or dropped when writes are not cached or the key was deleted.
         let cache = &self.store.cache;

@@ -47,12 +47,7 @@ impl PartitionedIndex {
         &self.parts[partition_of(key)]
     }
 
-    /// Partition `number` (see [`partition_of`]).
-    pub fn part_at(&self, number: usize) -> &RwLock<KvsIndex> {
-        &self.parts[number]
-    }
-
-    /// Every partition, in lock order.
+    /// Every partition, in lock order (the partition of a key is at [`partition_of`]).
     pub fn parts(&self) -> &[RwLock<KvsIndex>] {
         &self.parts
     }
