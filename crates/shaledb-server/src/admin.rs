@@ -8,14 +8,26 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
+const BUSY: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
+/// How long an admin client may take to send its request headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves the admin port: at most `admin_maxclients` connections at once, each given
+/// `HEADER_READ_TIMEOUT` per request, so idle or slow clients cannot hold it.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, readiness: Arc<Readiness>) {
+    let slots = Arc::new(Semaphore::new(shared.config.admin_maxclients));
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (mut stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "admin accept failed");
@@ -23,13 +35,25 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, readiness: Arc<Re
                 continue;
             }
         };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            shared.metrics.admin_connections_rejected.inc();
+            tracing::warn!(%peer, "refusing admin client: admin_maxclients reached");
+            tokio::spawn(async move {
+                let _ = stream.write_all(BUSY).await;
+                let _ = stream.shutdown().await;
+            });
+            continue;
+        };
         let (shared, readiness) = (shared.clone(), readiness.clone());
         tokio::spawn(async move {
+            let _permit = permit;
             let service = service_fn(move |request| {
                 let response = respond(&request, &shared, &readiness);
                 async move { Ok::<_, Infallible>(response) }
             });
             if let Err(error) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {

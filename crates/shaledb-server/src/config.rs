@@ -31,6 +31,22 @@ pub struct ServeArgs {
     /// Most bytes of one argument (bulk string) [default: 8388608].
     #[arg(long, env = "SHALE_MAX_BULK_BYTES")]
     pub max_bulk_bytes: Option<usize>,
+    /// Most bytes of one request before the client authenticates [default: 16384].
+    #[arg(long, env = "SHALE_MAX_UNAUTHENTICATED_REQUEST_BYTES")]
+    pub max_unauthenticated_request_bytes: Option<usize>,
+    /// Most bytes of replies one client may leave unread before it is disconnected
+    /// [default: 67108864].
+    #[arg(long, env = "SHALE_MAX_OUTPUT_BYTES")]
+    pub max_output_bytes: Option<usize>,
+    /// Seconds a client may leave a reply unread before it is disconnected [default: 60].
+    #[arg(long, env = "SHALE_OUTPUT_STALL_TIMEOUT")]
+    pub output_stall_timeout: Option<u64>,
+    /// Most bytes all clients' input and output buffers may hold together [default: 1073741824].
+    #[arg(long, env = "SHALE_MAX_CLIENT_BUFFERS_BYTES")]
+    pub max_client_buffers_bytes: Option<usize>,
+    /// Most simultaneous connections to the admin port [default: 16].
+    #[arg(long, env = "SHALE_ADMIN_MAXCLIENTS")]
+    pub admin_maxclients: Option<usize>,
     /// Seconds a client may stay idle before it is disconnected; 0: never [default: 0].
     #[arg(long, env = "SHALE_IDLE_TIMEOUT")]
     pub idle_timeout: Option<u64>,
@@ -62,6 +78,11 @@ struct FileConfig {
     maxclients: Option<usize>,
     max_request_bytes: Option<usize>,
     max_bulk_bytes: Option<usize>,
+    max_unauthenticated_request_bytes: Option<usize>,
+    max_output_bytes: Option<usize>,
+    output_stall_timeout: Option<u64>,
+    max_client_buffers_bytes: Option<usize>,
+    admin_maxclients: Option<usize>,
     idle_timeout: Option<u64>,
     databases: Option<usize>,
     log_level: Option<String>,
@@ -97,6 +118,11 @@ pub struct Config {
     pub maxclients: usize,
     pub max_request_bytes: usize,
     pub max_bulk_bytes: usize,
+    pub max_unauthenticated_request_bytes: usize,
+    pub max_output_bytes: usize,
+    pub output_stall_timeout: Duration,
+    pub max_client_buffers_bytes: usize,
+    pub admin_maxclients: usize,
     pub idle_timeout: Option<Duration>,
     /// KVS name of each database, indexed by number.
     pub kvs_names: Vec<String>,
@@ -186,6 +212,27 @@ impl Config {
                 .max_bulk_bytes
                 .or(file.max_bulk_bytes)
                 .unwrap_or(8 << 20),
+            max_unauthenticated_request_bytes: args
+                .max_unauthenticated_request_bytes
+                .or(file.max_unauthenticated_request_bytes)
+                .unwrap_or(16 << 10),
+            max_output_bytes: args
+                .max_output_bytes
+                .or(file.max_output_bytes)
+                .unwrap_or(64 << 20),
+            output_stall_timeout: Duration::from_secs(
+                args.output_stall_timeout
+                    .or(file.output_stall_timeout)
+                    .unwrap_or(60),
+            ),
+            max_client_buffers_bytes: args
+                .max_client_buffers_bytes
+                .or(file.max_client_buffers_bytes)
+                .unwrap_or(1 << 30),
+            admin_maxclients: args
+                .admin_maxclients
+                .or(file.admin_maxclients)
+                .unwrap_or(16),
             idle_timeout: match args.idle_timeout.or(file.idle_timeout).unwrap_or(0) {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),
@@ -202,8 +249,17 @@ impl Config {
         if config.pool_threads == 0 {
             bail!("pool_threads must be at least 1");
         }
-        if config.maxclients == 0 {
-            bail!("maxclients must be at least 1");
+        if config.maxclients == 0 || config.admin_maxclients == 0 {
+            bail!("maxclients and admin_maxclients must be at least 1");
+        }
+        if config.output_stall_timeout.is_zero() {
+            bail!("output_stall_timeout must be at least 1 second");
+        }
+        if config.max_unauthenticated_request_bytes > config.max_request_bytes {
+            bail!("max_unauthenticated_request_bytes must not exceed max_request_bytes");
+        }
+        if config.max_client_buffers_bytes < config.max_request_bytes {
+            bail!("max_client_buffers_bytes must be at least max_request_bytes");
         }
         if config.max_bulk_bytes > config.max_request_bytes {
             bail!("max_bulk_bytes must not exceed max_request_bytes");

@@ -6,6 +6,7 @@
 //! config file, environment and flags. See docs/SERVER.md.
 
 mod admin;
+mod buffers;
 pub mod commands;
 pub mod config;
 mod connection;
@@ -83,7 +84,16 @@ async fn run(config: Config) -> Result<()> {
     let listener = TcpListener::bind(&config.bind)
         .await
         .with_context(|| format!("listening on {}", config.bind))?;
-    let shared = Arc::new(Shared::new(db.clone(), config.clone())?);
+    let shared = {
+        let (db, config) = (db.clone(), config.clone());
+        tokio::task::spawn_blocking(move || Shared::new(db, config))
+            .await?
+            .map_err(|failure| {
+                anyhow::anyhow!("opening the Redis databases: {}", failure_text(failure))
+            })?
+    };
+    let shared = Arc::new(shared);
+    tokio::spawn(expire_keys(shared.clone()));
     let readiness = Arc::new(Readiness(AtomicBool::new(false)));
     if let Some(admin_bind) = &config.admin_bind {
         let admin_listener = TcpListener::bind(admin_bind)
@@ -153,6 +163,43 @@ async fn run(config: Config) -> Result<()> {
     tokio::task::spawn_blocking(move || db.sync().context("syncing the KVDB")).await??;
     tracing::info!("stopped");
     Ok(())
+}
+
+fn failure_text(failure: keyspace::Failure) -> String {
+    match resp::Reply::from(failure) {
+        resp::Reply::Error(text) => text,
+        other => format!("{other:?}"),
+    }
+}
+
+/// How often the background expirer looks for keys past their expiry time, and how many it
+/// removes per database per look (it looks again at once while it finds that many).
+const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+const EXPIRE_BATCH_KEYS: usize = 200;
+
+/// Removes keys past their expiry time, off the network threads, in bounded batches.
+async fn expire_keys(shared: Arc<Shared>) {
+    let mut ticker = tokio::time::interval(EXPIRE_PERIOD);
+    loop {
+        ticker.tick().await;
+        loop {
+            let worker = shared.clone();
+            let removed =
+                tokio::task::spawn_blocking(move || worker.expire_keys(EXPIRE_BATCH_KEYS)).await;
+            match removed {
+                Ok(Ok(removed)) if removed >= EXPIRE_BATCH_KEYS => continue,
+                Ok(Ok(_)) => break,
+                Ok(Err(failure)) => {
+                    tracing::error!(error = %failure_text(failure), "expiring keys failed");
+                    break;
+                }
+                Err(error) => {
+                    tracing::error!(%error, "the expirer's worker failed");
+                    break;
+                }
+            }
+        }
+    }
 }
 
 async fn refuse(mut stream: tokio::net::TcpStream) {

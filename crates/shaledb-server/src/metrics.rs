@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use shaledb::Db;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -27,10 +28,14 @@ pub struct Metrics {
     registry: Registry,
     /// Per command-table entry: calls, failed calls and latency in seconds.
     commands: Vec<(Counter, Counter, Histogram)>,
+    /// Per command-table entry: microseconds spent (INFO commandstats).
+    command_micros: Vec<AtomicU64>,
     pub connections: Gauge,
     pub connections_total: Counter,
     pub connections_rejected: Counter,
     pub protocol_errors: Counter,
+    pub clients_closed_by_limit: Counter,
+    pub admin_connections_rejected: Counter,
 }
 
 impl Metrics {
@@ -91,14 +96,29 @@ impl Metrics {
             "Connections closed for malformed or oversized requests",
             protocol_errors.clone(),
         );
+        let clients_closed_by_limit = Counter::default();
+        registry.register(
+            "clients_closed_by_limit",
+            "Clients disconnected for exceeding an output or buffer limit",
+            clients_closed_by_limit.clone(),
+        );
+        let admin_connections_rejected = Counter::default();
+        registry.register(
+            "admin_connections_rejected",
+            "Admin connections refused because admin_maxclients was reached",
+            admin_connections_rejected.clone(),
+        );
         registry.register_collector(Box::new(EngineCollector { db }));
         Metrics {
             registry,
+            command_micros: command_names.iter().map(|_| AtomicU64::new(0)).collect(),
             commands,
             connections,
             connections_total,
             connections_rejected,
             protocol_errors,
+            clients_closed_by_limit,
+            admin_connections_rejected,
         }
     }
 
@@ -110,6 +130,17 @@ impl Metrics {
             failures.inc();
         }
         latency.observe(seconds);
+        self.command_micros[index].fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// Calls, failed calls and microseconds of command-table entry `index`.
+    pub fn command_stats(&self, index: usize) -> (u64, u64, u64) {
+        let (calls, failures, _) = &self.commands[index];
+        (
+            calls.get(),
+            failures.get(),
+            self.command_micros[index].load(Ordering::Relaxed),
+        )
     }
 
     /// The text exposition format.

@@ -7,7 +7,7 @@
 //! accepts them.
 
 use bytes::{Buf, Bytes, BytesMut};
-use std::fmt::Write as _;
+use std::collections::VecDeque;
 
 /// The most bytes of an inline command line (Redis uses the same bound).
 const INLINE_BYTES_MAX: usize = 64 << 10;
@@ -23,6 +23,20 @@ pub struct RequestLimits {
     pub bulk_bytes_max: usize,
     /// Most arguments of one request.
     pub args_max: usize,
+    /// Whether these are the tighter limits of a client that has not authenticated yet (the
+    /// errors then say so, as Redis's do).
+    pub unauthenticated: bool,
+}
+
+impl RequestLimits {
+    fn error(&self, what: &str) -> ProtocolError {
+        let prefix = if self.unauthenticated {
+            "unauthenticated "
+        } else {
+            "invalid "
+        };
+        ProtocolError(format!("{prefix}{what}"))
+    }
 }
 
 /// A request the server cannot read; it answers with the message and closes the connection.
@@ -53,13 +67,14 @@ pub fn parse_request(
         return Ok(None);
     };
     if count > limits.args_max as i64 {
-        return Err(ProtocolError::new("invalid multibulk length"));
+        return Err(limits.error("multibulk length"));
     }
     if count <= 0 {
         buffer.advance(cursor);
         return Ok(Some(Vec::new()));
     }
-    let mut spans = Vec::with_capacity(count as usize);
+    // The count is only a claim until the arguments arrive: allocate for a few at first.
+    let mut spans = Vec::with_capacity((count as usize).min(64));
     for _ in 0..count {
         if cursor >= buffer.len() {
             return incomplete(buffer, limits);
@@ -74,7 +89,7 @@ pub fn parse_request(
             return incomplete(buffer, limits);
         };
         if length < 0 || length as u64 > limits.bulk_bytes_max as u64 {
-            return Err(ProtocolError::new("invalid bulk length"));
+            return Err(limits.error("bulk length"));
         }
         let length = length as usize;
         if cursor + length > limits.request_bytes_max {
@@ -205,16 +220,16 @@ impl Reply {
     }
 
     /// Appends this reply's encoding under protocol `version` (2 or 3) to `out`.
-    pub fn encode(&self, version: u8, out: &mut BytesMut) {
+    pub fn encode(&self, version: u8, out: &mut Output) {
         let resp3 = version >= 3;
         match self {
             Reply::Status(text) => put_line(out, b'+', text.as_bytes()),
             Reply::Error(text) => put_line(out, b'-', sanitize(text).as_bytes()),
             Reply::Integer(value) => put_line(out, b':', value.to_string().as_bytes()),
             Reply::Bulk(bytes) => put_bulk(out, b'$', bytes),
-            Reply::Nil | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
-            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
-            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Nil | Reply::NilArray if resp3 => out.extend(b"_\r\n"),
+            Reply::Nil => out.extend(b"$-1\r\n"),
+            Reply::NilArray => out.extend(b"*-1\r\n"),
             Reply::Array(items) => {
                 put_line(out, b'*', items.len().to_string().as_bytes());
                 for item in items {
@@ -233,15 +248,77 @@ impl Reply {
                 }
             }
             Reply::Double(value) if resp3 => put_line(out, b',', format_double(*value).as_bytes()),
-            Reply::Double(value) => put_bulk(out, b'$', format_double(*value).as_bytes()),
+            Reply::Double(value) => put_text_bulk(out, b'$', format_double(*value).as_bytes()),
             Reply::Verbatim(text) if resp3 => {
                 let mut body = String::with_capacity(text.len() + 4);
                 body.push_str("txt:");
                 body.push_str(text);
-                put_bulk(out, b'=', body.as_bytes());
+                put_text_bulk(out, b'=', body.as_bytes());
             }
-            Reply::Verbatim(text) => put_bulk(out, b'$', text.as_bytes()),
+            Reply::Verbatim(text) => put_text_bulk(out, b'$', text.as_bytes()),
         }
+    }
+}
+
+/// Bulk strings at least this long are queued as the buffers they already are, not copied.
+const SHARED_BULK_BYTES_MIN: usize = 16 << 10;
+
+/// Encoded replies waiting to be written to a client: small parts copied together, large bulk
+/// strings kept as the buffers the engine returned (a 1 MiB value is never copied into a reply).
+#[derive(Default)]
+pub struct Output {
+    parts: VecDeque<Bytes>,
+    tail: BytesMut,
+    len: usize,
+}
+
+impl Output {
+    pub fn new() -> Output {
+        Output::default()
+    }
+
+    /// Bytes waiting to be written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        self.tail.extend_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn share(&mut self, bytes: &Bytes) {
+        if bytes.len() < SHARED_BULK_BYTES_MIN {
+            return self.extend(bytes);
+        }
+        if !self.tail.is_empty() {
+            self.parts.push_back(self.tail.split().freeze());
+        }
+        self.parts.push_back(bytes.clone());
+        self.len += bytes.len();
+    }
+
+    /// Takes every encoded part, in order, leaving this empty.
+    pub fn take(&mut self) -> VecDeque<Bytes> {
+        if !self.tail.is_empty() {
+            self.parts.push_back(self.tail.split().freeze());
+        }
+        self.len = 0;
+        std::mem::take(&mut self.parts)
+    }
+
+    /// Everything encoded so far as one buffer (tests and small replies).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        for part in &self.parts {
+            out.extend_from_slice(part);
+        }
+        out.extend_from_slice(&self.tail);
+        out
     }
 }
 
@@ -254,19 +331,23 @@ fn sanitize(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-fn put_line(out: &mut BytesMut, tag: u8, body: &[u8]) {
-    out.reserve(body.len() + 3);
-    out.extend_from_slice(&[tag]);
-    out.extend_from_slice(body);
-    out.extend_from_slice(b"\r\n");
+fn put_line(out: &mut Output, tag: u8, body: &[u8]) {
+    out.tail.reserve(body.len() + 3);
+    out.extend(&[tag]);
+    out.extend(body);
+    out.extend(b"\r\n");
 }
 
-fn put_bulk(out: &mut BytesMut, tag: u8, body: &[u8]) {
-    let mut header = String::with_capacity(12);
-    let _ = write!(header, "{}", body.len());
-    put_line(out, tag, header.as_bytes());
-    out.extend_from_slice(body);
-    out.extend_from_slice(b"\r\n");
+fn put_bulk(out: &mut Output, tag: u8, body: &Bytes) {
+    put_line(out, tag, body.len().to_string().as_bytes());
+    out.share(body);
+    out.extend(b"\r\n");
+}
+
+fn put_text_bulk(out: &mut Output, tag: u8, body: &[u8]) {
+    put_line(out, tag, body.len().to_string().as_bytes());
+    out.extend(body);
+    out.extend(b"\r\n");
 }
 
 /// Formats a score as Redis does: integers without a fraction, `inf` and `-inf` spelled out,
@@ -290,6 +371,7 @@ mod tests {
         request_bytes_max: 1 << 20,
         bulk_bytes_max: 64 << 10,
         args_max: 1024,
+        unauthenticated: false,
     };
 
     fn encode_request(args: &[Vec<u8>]) -> Vec<u8> {
@@ -358,20 +440,38 @@ mod tests {
     #[test]
     fn encodes_both_protocols() {
         let reply = Reply::Map(vec![(Reply::text("a"), Reply::Double(1.5))]);
-        let mut two = BytesMut::new();
+        let mut two = Output::new();
         reply.encode(2, &mut two);
-        assert_eq!(&two[..], b"*2\r\n$1\r\na\r\n$3\r\n1.5\r\n");
-        let mut three = BytesMut::new();
+        assert_eq!(two.to_vec(), b"*2\r\n$1\r\na\r\n$3\r\n1.5\r\n");
+        let mut three = Output::new();
         reply.encode(3, &mut three);
-        assert_eq!(&three[..], b"%1\r\n$1\r\na\r\n,1.5\r\n");
-        let mut nil = BytesMut::new();
+        assert_eq!(three.to_vec(), b"%1\r\n$1\r\na\r\n,1.5\r\n");
+        let mut nil = Output::new();
         Reply::Nil.encode(2, &mut nil);
         Reply::Nil.encode(3, &mut nil);
         Reply::error("ERR a\r\nb").encode(2, &mut nil);
-        assert_eq!(&nil[..], b"$-1\r\n_\r\n-ERR a  b\r\n");
+        assert_eq!(nil.to_vec(), b"$-1\r\n_\r\n-ERR a  b\r\n");
         assert_eq!(format_double(3.0), "3");
         assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
         assert_eq!(format_double(0.1), "0.1");
+    }
+
+    #[test]
+    fn large_bulk_strings_are_queued_without_a_copy() {
+        let large = Bytes::from(vec![b'v'; SHARED_BULK_BYTES_MIN]);
+        let mut out = Output::new();
+        Reply::Array(vec![Reply::Bulk(large.clone()), Reply::Integer(7)]).encode(2, &mut out);
+        let expected_len = out.len();
+        assert_eq!(out.to_vec().len(), expected_len);
+        let parts = out.take();
+        assert!(out.is_empty());
+        assert_eq!(parts.len(), 3, "header, the value itself, then the rest");
+        assert_eq!(parts[1].as_ptr(), large.as_ptr(), "the value's own buffer");
+        assert_eq!(
+            &parts[0][..],
+            format!("*2\r\n${}\r\n", large.len()).as_bytes()
+        );
+        assert_eq!(&parts[2][..], b"\r\n:7\r\n");
     }
 
     proptest! {

@@ -1,0 +1,257 @@
+//! Goal: every client-facing limit of `shale serve` holds against a client that exceeds it, the
+//! server logs it, keeps serving the others, and its memory stays within the limits.
+//! Method: start the real binary with small limits, break each one from raw TCP clients, and read
+//! the server's resident memory from /proc.
+
+mod serve_support;
+
+use serve_support::{bulk, ok, Server, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const MIB: usize = 1 << 20;
+
+fn resident_bytes(server: &Server) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .unwrap();
+    let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib << 10
+}
+
+/// Waits for a log line whose message is `message` and whose reason contains `reason`.
+fn expect_log(server: &Server, message: &str, reason: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let Ok(line) = server.logs.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if event["message"] == message && event["reason"].as_str().unwrap_or("").contains(reason) {
+            return;
+        }
+    }
+    panic!("no log {message:?} with a reason containing {reason:?}");
+}
+
+/// The header and the first `sent` bytes of `SET key <value of length>`.
+fn partial_set(key: &str, length: usize, sent: usize) -> Vec<u8> {
+    let mut out = format!(
+        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${length}\r\n",
+        key.len()
+    )
+    .into_bytes();
+    out.resize(out.len() + sent, b'v');
+    out
+}
+
+#[test]
+fn unauthenticated_clients_may_send_only_small_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--password", "pw"]);
+    let baseline = resident_bytes(&server);
+    // 40 clients announce 55 MiB values before AUTH: each is refused at its header.
+    for index in 0..40 {
+        let mut client = server.connect();
+        let _ = client.reader.get_mut().write_all(&partial_set(
+            &format!("k{index}"),
+            55 * MIB,
+            64 << 10,
+        ));
+        assert_eq!(
+            client.read(),
+            Some(Value::Error(
+                "ERR Protocol error: unauthenticated bulk length".into()
+            ))
+        );
+        assert!(client.is_closed());
+    }
+    let mut client = server.connect();
+    let many: Vec<&[u8]> = vec![b"PING"; 11];
+    client.send(&many);
+    assert_eq!(
+        client.read(),
+        Some(Value::Error(
+            "ERR Protocol error: unauthenticated multibulk length".into()
+        ))
+    );
+    assert!(
+        resident_bytes(&server) < baseline + 32 * MIB,
+        "{} MiB more resident memory",
+        (resident_bytes(&server) - baseline) / MIB
+    );
+    // AUTH and a large request pipelined together: the request is read under the new limits.
+    let mut client = server.connect();
+    let value = "v".repeat(100 << 10);
+    let mut pipeline = b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n".to_vec();
+    pipeline.extend_from_slice(&partial_set("big", value.len(), value.len()));
+    pipeline.extend_from_slice(b"\r\n");
+    client.reader.get_mut().write_all(&pipeline).unwrap();
+    assert_eq!(client.read(), Some(ok()));
+    assert_eq!(client.read(), Some(ok()));
+    assert_eq!(client.call(&["GET", "big"]), bulk(&value));
+}
+
+#[test]
+fn a_client_that_does_not_read_its_replies_is_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &[
+            "--max-output-bytes",
+            "1048576",
+            "--output-stall-timeout",
+            "2",
+        ],
+    );
+    let mut client = server.connect();
+    let value = "v".repeat(512 << 10);
+    assert_eq!(client.call(&["SET", "big", &value]), ok());
+    // Pipelined replies larger than the limit in all are fine for a client that reads them.
+    let mut pipeline = Vec::new();
+    for _ in 0..40 {
+        pipeline.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n");
+    }
+    client.reader.get_mut().write_all(&pipeline).unwrap();
+    for _ in 0..40 {
+        assert_eq!(client.read(), Some(bulk(&value)));
+    }
+    let baseline = resident_bytes(&server);
+    // 4,000 GETs of 512 KiB (2 GB of replies), never read.
+    let mut silent = TcpStream::connect(&server.address).unwrap();
+    for _ in 0..100 {
+        silent.write_all(&pipeline).unwrap();
+    }
+    expect_log(
+        &server,
+        "closing client: limit exceeded",
+        "output_stall_timeout",
+    );
+    assert!(
+        resident_bytes(&server) < baseline + 64 * MIB,
+        "{} MiB more resident memory",
+        (resident_bytes(&server) - baseline) / MIB
+    );
+    // A command whose reply would pass max_output_bytes answers an error instead of building it.
+    let mut fields = vec!["HSET", "hash"];
+    let field_names: Vec<String> = (0..10).map(|index| format!("f{index}")).collect();
+    for name in &field_names {
+        fields.push(name);
+        fields.push(&value);
+    }
+    assert_eq!(client.call(&fields), Value::Int(10));
+    assert_eq!(
+        client.call(&["HGETALL", "hash"]),
+        Value::Error("ERR the reply would exceed max_output_bytes (1048576 bytes)".into())
+    );
+    // Any other reply past it closes the client that asked for it: a 1 MiB value's reply.
+    let largest = "w".repeat(1 << 20);
+    assert_eq!(client.call(&["SET", "largest", &largest]), ok());
+    let mut greedy = server.connect();
+    greedy.send(&[b"GET", b"largest"]);
+    expect_log(
+        &server,
+        "closing client: limit exceeded",
+        "max_output_bytes",
+    );
+    assert!(greedy.is_closed());
+    assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
+}
+
+#[test]
+fn all_clients_buffers_share_one_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &[
+            "--max-client-buffers-bytes",
+            "67108864",
+            "--max-request-bytes",
+            "33554432",
+            "--max-bulk-bytes",
+            "33554432",
+        ],
+    );
+    let baseline = resident_bytes(&server);
+    // Ten clients each send 20 MiB of a 30 MiB value, and stall: 200 MiB against a 64 MiB budget.
+    let mut stalled = Vec::new();
+    for index in 0..10 {
+        let mut stream = TcpStream::connect(&server.address).unwrap();
+        let _ = stream.write_all(&partial_set(&format!("k{index}"), 30 * MIB, 20 * MIB));
+        stalled.push(stream);
+    }
+    let grown = resident_bytes(&server).saturating_sub(baseline);
+    assert!(
+        grown < 96 * MIB,
+        "{} MiB more resident memory with a 64 MiB budget",
+        grown / MIB
+    );
+    expect_log(
+        &server,
+        "closing client: limit exceeded",
+        "max_client_buffers_bytes",
+    );
+    let mut closed = 0;
+    for stream in &mut stalled {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        // A closed client reads its end (or a reset); one still being served times out.
+        let mut sink = Vec::new();
+        match stream.read_to_end(&mut sink) {
+            Ok(_) => closed += 1,
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
+            Err(_) => {}
+        }
+    }
+    assert!(
+        closed >= 7,
+        "{closed} of 10 clients closed; at most 3 fit in 64 MiB"
+    );
+    // The server keeps serving, and a client within the limits still writes a large value.
+    let mut client = server.connect();
+    let value = "w".repeat(900 << 10);
+    assert_eq!(client.call(&["SET", "fits", &value]), ok());
+    assert_eq!(
+        client.call(&["STRLEN", "fits"]),
+        Value::Int(value.len() as i64)
+    );
+}
+
+#[test]
+fn the_admin_port_has_its_own_client_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--admin-bind", "127.0.0.1:0", "--admin-maxclients", "2"],
+    );
+    let admin = server.admin.clone().unwrap();
+    let idle: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(&admin).unwrap())
+        .collect();
+    let mut refused = TcpStream::connect(&admin).unwrap();
+    let mut response = String::new();
+    refused.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 503"), "{response}");
+    drop(idle);
+    // Slots come back when clients leave.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = TcpStream::connect(&admin).unwrap();
+        write!(
+            stream,
+            "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        if response.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{response}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,127 @@
+//! Hash commands.
+
+use super::strings::format_float_result;
+use super::{
+    bulk_or_nil, bulks, not_float, parse_float, parse_int, reply_fits, wrong_arity, Ctx, Outcome,
+};
+use crate::keyspace;
+use crate::resp::Reply;
+use bytes::Bytes;
+
+fn field_pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Reply> {
+    if !args.len().is_multiple_of(2) {
+        return Err(wrong_arity(command));
+    }
+    Ok(args[2..]
+        .chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect())
+}
+
+pub(super) fn hset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let pairs = field_pairs(args, "hset")?;
+    let added = ctx.view().hash_set(&args[1], &pairs, false)?;
+    Ok(Reply::Integer(added as i64))
+}
+
+pub(super) fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let pairs = field_pairs(args, "hmset")?;
+    ctx.view().hash_set(&args[1], &pairs, false)?;
+    Ok(Reply::OK)
+}
+
+pub(super) fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let pair = [(args[2].clone(), args[3].clone())];
+    let added = ctx.view().hash_set(&args[1], &pair, true)?;
+    Ok(Reply::Integer(added as i64))
+}
+
+pub(super) fn hget(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(bulk_or_nil(ctx.view().hash_get(&args[1], &args[2])?))
+}
+
+pub(super) fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let view = ctx.view();
+    let mut values = Vec::with_capacity(args.len() - 2);
+    for field in &args[2..] {
+        values.push(bulk_or_nil(view.hash_get(&args[1], field)?));
+    }
+    Ok(Reply::Array(values))
+}
+
+pub(super) fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let pairs = ctx.view().hash_all(&args[1])?;
+    let bytes: usize = pairs.iter().map(|(f, v)| f.len() + v.len() + 32).sum();
+    reply_fits(ctx.shared, bytes)?;
+    Ok(Reply::Map(
+        pairs
+            .into_iter()
+            .map(|(field, value)| (Reply::Bulk(field), Reply::Bulk(value)))
+            .collect(),
+    ))
+}
+
+pub(super) fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(bulks(ctx.view().hash_fields(&args[1])?))
+}
+
+pub(super) fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let pairs = ctx.view().hash_all(&args[1])?;
+    let bytes: usize = pairs.iter().map(|(_, v)| v.len() + 16).sum();
+    reply_fits(ctx.shared, bytes)?;
+    Ok(bulks(pairs.into_iter().map(|(_, value)| value).collect()))
+}
+
+pub(super) fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let removed = ctx.view().hash_delete(&args[1], &args[2..])?;
+    Ok(Reply::Integer(removed as i64))
+}
+
+pub(super) fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let found = ctx.view().hash_contains(&args[1], &args[2])?;
+    Ok(Reply::Integer(i64::from(found)))
+}
+
+pub(super) fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(ctx.view().hash_len(&args[1])? as i64))
+}
+
+pub(super) fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let value = ctx.view().hash_get(&args[1], &args[2])?;
+    Ok(Reply::Integer(value.map_or(0, |value| value.len()) as i64))
+}
+
+pub(super) fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let delta = parse_int(&args[3])?;
+    let mut view = ctx.view();
+    let current = match view.hash_get(&args[1], &args[2])? {
+        Some(value) => keyspace::parse_i64(&value)
+            .ok_or_else(|| Reply::error("ERR hash value is not an integer"))?,
+        None => 0,
+    };
+    let updated = current
+        .checked_add(delta)
+        .ok_or_else(|| Reply::error("ERR increment or decrement would overflow"))?;
+    let pair = [(args[2].clone(), Bytes::from(updated.to_string()))];
+    view.hash_set(&args[1], &pair, false)?;
+    Ok(Reply::Integer(updated))
+}
+
+pub(super) fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let increment = parse_float(&args[3]).ok_or_else(not_float)?;
+    let mut view = ctx.view();
+    let current = match view.hash_get(&args[1], &args[2])? {
+        Some(value) => parse_float(&value)
+            .filter(|value| value.is_finite())
+            .ok_or_else(|| Reply::error("ERR hash value is not a float"))?,
+        None => 0.0,
+    };
+    let updated = current + increment;
+    if !updated.is_finite() {
+        return Err(Reply::error("ERR increment would produce NaN or Infinity"));
+    }
+    let text = format_float_result(updated);
+    let pair = [(args[2].clone(), Bytes::from(text.clone()))];
+    view.hash_set(&args[1], &pair, false)?;
+    Ok(Reply::text(text))
+}

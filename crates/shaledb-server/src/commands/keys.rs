@@ -1,0 +1,344 @@
+//! Key commands: TYPE, TTL and expiry, DEL, EXISTS, RENAME, COPY, MOVE, RANDOMKEY, SCAN, KEYS.
+
+use super::{is, parse_int, random_u64, reply_fits, syntax_error, Ctx, Outcome, SCAN_CURSORS_MAX};
+use crate::glob;
+use crate::keyspace::{now_ms, ExpireCondition, KeyType};
+use crate::resp::Reply;
+use bytes::Bytes;
+use std::collections::HashSet;
+
+/// Keys one step of KEYS or SCAN walks before it takes a fresh cursor (bounded work per step).
+const WALK_STEP_KEYS: usize = 1000;
+const SCAN_COUNT_DEFAULT: usize = 10;
+
+pub(super) fn type_of(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let found = ctx.view().key_type(&args[1])?;
+    Ok(Reply::Status(found.map_or("none", KeyType::name)))
+}
+
+/// Milliseconds until `key` expires: -2 for no key, -1 for no expiry.
+fn remaining_ms(ctx: &mut Ctx, key: &[u8]) -> Result<i64, Reply> {
+    let view = ctx.view();
+    if view.key_type(key)?.is_none() {
+        return Ok(-2);
+    }
+    Ok(view
+        .expires_at(key)?
+        .map_or(-1, |at| at.saturating_sub(now_ms()) as i64))
+}
+
+pub(super) fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let ms = remaining_ms(ctx, &args[1])?;
+    Ok(Reply::Integer(if ms < 0 { ms } else { (ms + 500) / 1000 }))
+}
+
+pub(super) fn pttl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(remaining_ms(ctx, &args[1])?))
+}
+
+/// The unix time in ms when `key` expires: -2 for no key, -1 for no expiry.
+fn expiry_time_ms(ctx: &mut Ctx, key: &[u8]) -> Result<i64, Reply> {
+    let view = ctx.view();
+    if view.key_type(key)?.is_none() {
+        return Ok(-2);
+    }
+    Ok(view.expires_at(key)?.map_or(-1, |at| at as i64))
+}
+
+pub(super) fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let at = expiry_time_ms(ctx, &args[1])?;
+    Ok(Reply::Integer(if at < 0 { at } else { at / 1000 }))
+}
+
+pub(super) fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(expiry_time_ms(ctx, &args[1])?))
+}
+
+/// EXPIRE and its siblings: `unit_ms` per unit of the argument, `absolute` for the AT forms.
+fn set_expiry(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool) -> Outcome {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let amount = parse_int(&args[2])?;
+    let mut condition = ExpireCondition::Always;
+    for option in &args[3..] {
+        let next = if is(option, "NX") {
+            ExpireCondition::IfNone
+        } else if is(option, "XX") {
+            ExpireCondition::IfSome
+        } else if is(option, "GT") {
+            ExpireCondition::IfLater
+        } else if is(option, "LT") {
+            ExpireCondition::IfEarlier
+        } else {
+            return Err(Reply::error(format!(
+                "ERR Unsupported option {}",
+                String::from_utf8_lossy(option)
+            )));
+        };
+        if condition != ExpireCondition::Always && condition != next {
+            let message = if matches!(next, ExpireCondition::IfNone)
+                || matches!(condition, ExpireCondition::IfNone)
+            {
+                "ERR NX and XX, GT or LT options at the same time are not compatible"
+            } else {
+                "ERR GT and LT options at the same time are not compatible"
+            };
+            return Err(Reply::error(message));
+        }
+        condition = next;
+    }
+    let invalid = || Reply::error(format!("ERR invalid expire time in '{name}' command"));
+    let mut at = amount.checked_mul(unit_ms).ok_or_else(invalid)?;
+    if !absolute {
+        at = at.checked_add(now_ms() as i64).ok_or_else(invalid)?;
+    }
+    // A time before the epoch is as past as the epoch: the key goes.
+    let at = at.max(0) as u64;
+    let changed = ctx.view().expire(&args[1], at, condition)?;
+    Ok(Reply::Integer(i64::from(changed)))
+}
+
+pub(super) fn expire(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    set_expiry(ctx, args, 1000, false)
+}
+
+pub(super) fn pexpire(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    set_expiry(ctx, args, 1, false)
+}
+
+pub(super) fn expireat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    set_expiry(ctx, args, 1000, true)
+}
+
+pub(super) fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    set_expiry(ctx, args, 1, true)
+}
+
+pub(super) fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(i64::from(ctx.view().persist(&args[1])?)))
+}
+
+pub(super) fn del(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let mut view = ctx.view();
+    let mut deleted = 0;
+    let mut seen = HashSet::new();
+    for key in &args[1..] {
+        if seen.insert(key) && view.remove_key(key)? {
+            deleted += 1;
+        }
+    }
+    Ok(Reply::Integer(deleted))
+}
+
+pub(super) fn exists(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let view = ctx.view();
+    let mut count = 0;
+    for key in &args[1..] {
+        if view.key_type(key)?.is_some() {
+            count += 1;
+        }
+    }
+    Ok(Reply::Integer(count))
+}
+
+/// RENAME and RENAMENX; returns whether it renamed.
+fn rename_key(ctx: &mut Ctx, args: &[Bytes], only_if_new: bool) -> Result<bool, Reply> {
+    let (from, to) = (&args[1], &args[2]);
+    let mut view = ctx.view();
+    let Some(records) = view.key_records(from)? else {
+        return Err(Reply::error("ERR no such key"));
+    };
+    if from == to {
+        return Ok(!only_if_new);
+    }
+    if only_if_new && view.key_type(to)?.is_some() {
+        return Ok(false);
+    }
+    view.put_key_records(to, &records)?;
+    view.remove_key(from)?;
+    Ok(true)
+}
+
+pub(super) fn rename(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    rename_key(ctx, args, false)?;
+    Ok(Reply::OK)
+}
+
+pub(super) fn renamenx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(i64::from(rename_key(ctx, args, true)?)))
+}
+
+fn database_arg(ctx: &Ctx, arg: &[u8]) -> Result<usize, Reply> {
+    let index = parse_int(arg)?;
+    if index < 0 || index as usize >= ctx.shared.keyspaces.len() {
+        return Err(Reply::error("ERR DB index is out of range"));
+    }
+    Ok(index as usize)
+}
+
+pub(super) fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let (from, to) = (&args[1], &args[2]);
+    let mut target_db = ctx.session.db;
+    let mut replace = false;
+    let mut options = args[3..].iter();
+    while let Some(option) = options.next() {
+        if is(option, "REPLACE") {
+            replace = true;
+        } else if is(option, "DB") {
+            target_db = database_arg(ctx, options.next().ok_or_else(syntax_error)?)?;
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    if from == to && target_db == ctx.session.db {
+        return Err(Reply::error(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let Some(records) = ctx.view().key_records(from)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let mut target = ctx.tx.on(target_db);
+    if !replace && target.key_type(to)?.is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    target.put_key_records(to, &records)?;
+    Ok(Reply::Integer(1))
+}
+
+pub(super) fn move_key(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let key = &args[1];
+    let target_db = database_arg(ctx, &args[2])?;
+    if target_db == ctx.session.db {
+        return Err(Reply::error(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let Some(records) = ctx.view().key_records(key)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let mut target = ctx.tx.on(target_db);
+    if target.key_type(key)?.is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    target.put_key_records(key, &records)?;
+    ctx.view().remove_key(key)?;
+    Ok(Reply::Integer(1))
+}
+
+pub(super) fn randomkey(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
+    let view = ctx.view();
+    // Seek to a random place in the key order and take the next live key, wrapping around.
+    let mut start = vec![0u8];
+    start.extend_from_slice(&random_u64().to_be_bytes()[..3]);
+    for resume in [start, Vec::new()] {
+        let mut found = None;
+        let mut walked = resume;
+        while found.is_none() {
+            let next = view.walk_keys(&walked, WALK_STEP_KEYS, |key, _| {
+                if found.is_none() {
+                    found = Some(Bytes::copy_from_slice(key));
+                }
+            })?;
+            match next {
+                Some(next) => walked = next,
+                None => break,
+            }
+        }
+        if let Some(key) = found {
+            return Ok(Reply::Bulk(key));
+        }
+    }
+    Ok(Reply::Nil)
+}
+
+pub(super) fn scan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let cursor: u64 = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| Reply::error("ERR invalid cursor"))?;
+    let mut pattern = None;
+    let mut count = SCAN_COUNT_DEFAULT;
+    let mut wanted_type = None;
+    let mut options = args[2..].iter();
+    while let Some(option) = options.next() {
+        let value = options.next().ok_or_else(syntax_error)?;
+        if is(option, "MATCH") {
+            pattern = Some(value.clone());
+        } else if is(option, "COUNT") {
+            count = usize::try_from(parse_int(value)?)
+                .ok()
+                .filter(|&count| count > 0)
+                .ok_or_else(syntax_error)?;
+        } else if is(option, "TYPE") {
+            wanted_type = Some(String::from_utf8_lossy(value).to_ascii_lowercase());
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    let shared = ctx.shared;
+    let db = ctx.session.db;
+    let resume = if cursor == 0 {
+        Vec::new()
+    } else {
+        match shared.scan_cursors.lock().positions.get(&cursor) {
+            Some((cursor_db, resume)) if *cursor_db == db => resume.clone(),
+            _ => return Err(Reply::error("ERR invalid cursor")),
+        }
+    };
+    let mut found = Vec::new();
+    let next = ctx
+        .view()
+        .walk_keys(&resume, count.min(WALK_STEP_KEYS), |key, key_type| {
+            let type_ok = wanted_type
+                .as_deref()
+                .is_none_or(|wanted| wanted == key_type.name());
+            let pattern_ok = pattern
+                .as_ref()
+                .is_none_or(|pattern| glob::matches(pattern, key));
+            if type_ok && pattern_ok {
+                found.push(Reply::bulk(Bytes::copy_from_slice(key)));
+            }
+        })?;
+    let next_cursor = match next {
+        None => 0,
+        Some(resume) => {
+            let mut cursors = shared.scan_cursors.lock();
+            cursors.next_id += 1;
+            let id = cursors.next_id;
+            cursors.positions.insert(id, (db, resume));
+            cursors.order.push_back(id);
+            if cursors.order.len() > SCAN_CURSORS_MAX {
+                if let Some(oldest) = cursors.order.pop_front() {
+                    cursors.positions.remove(&oldest);
+                }
+            }
+            id
+        }
+    };
+    Ok(Reply::Array(vec![
+        Reply::text(next_cursor.to_string()),
+        Reply::Array(found),
+    ]))
+}
+
+pub(super) fn keys(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let shared = ctx.shared;
+    let view = ctx.view();
+    let mut found = Vec::new();
+    let mut reply_bytes = 0;
+    let mut resume = Vec::new();
+    loop {
+        let next = view.walk_keys(&resume, WALK_STEP_KEYS, |key, _| {
+            if glob::matches(&args[1], key) {
+                reply_bytes += key.len() + 16;
+                found.push(Reply::bulk(Bytes::copy_from_slice(key)));
+            }
+        })?;
+        reply_fits(shared, reply_bytes)?;
+        match next {
+            Some(next) => resume = next,
+            None => break,
+        }
+    }
+    Ok(Reply::Array(found))
+}

@@ -1,0 +1,733 @@
+//! The command table, how a command runs, and what connections share.
+//!
+//! A command runs against a [`Tx`]: it reads through it and writes into it, and the dispatcher
+//! commits it as one engine batch when the command succeeds (EXEC: after all of its commands).
+//! Commands that write hold the stripe locks of every key they name from before their first
+//! read until after their commit, so two clients changing one key never interleave, and WATCH
+//! sees every write to a watched key. Plain reads take no lock. Each module holds the commands
+//! of one Redis type or area; this one holds the table, the dispatcher and the shared helpers.
+
+mod connection;
+mod hashes;
+mod keys;
+mod lists;
+mod server;
+mod sets;
+mod strings;
+mod transactions;
+mod zsets;
+
+use crate::buffers::BufferBudget;
+use crate::config::Config;
+use crate::keyspace::{self, stripe_of, Failure, Keyspace, Tx, View, STRIPES};
+use crate::metrics::Metrics;
+use crate::resp::Reply;
+use bytes::Bytes;
+use parking_lot::{Mutex, MutexGuard};
+use shaledb::{Db, ErrorKind};
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+pub use transactions::Watches;
+
+/// The Redis version whose commands and replies this server follows.
+pub const REDIS_VERSION: &str = "7.2.0";
+/// SCAN cursors remembered at once; the oldest are forgotten first.
+const SCAN_CURSORS_MAX: usize = 100_000;
+
+type Outcome = Result<Reply, Reply>;
+type Handler = fn(&mut Ctx<'_, '_>, &[Bytes]) -> Outcome;
+
+/// Which arguments of a command are keys: what a writing command locks, what COMMAND reports.
+#[derive(Clone, Copy, Debug)]
+pub enum KeySpec {
+    None,
+    /// Redis's first, last (negative: from the end) and step.
+    Range(i32, i32, i32),
+    /// `numkeys` at this index, the keys after it (ZUNION, SINTERCARD, ...); with a destination
+    /// key at index 1 when `store`.
+    NumKeys {
+        at: usize,
+        store: bool,
+    },
+    /// Every key of every database (FLUSHALL, SWAPDB, ...).
+    All,
+}
+
+/// One entry of the command table, with what COMMAND reports about it.
+pub struct CommandSpec {
+    pub name: &'static str,
+    /// Redis arity: N means exactly N arguments including the name, -N at least N.
+    arity: i32,
+    flags: &'static [&'static str],
+    keys: KeySpec,
+    handler: Handler,
+}
+
+impl CommandSpec {
+    fn writes(&self) -> bool {
+        self.flags.contains(&"write")
+    }
+
+    /// Commands that may walk many keys: run off the network threads (see `connection`).
+    pub fn is_slow(&self) -> bool {
+        self.flags.contains(&"slow")
+    }
+}
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: &'static [&'static str],
+    keys: KeySpec,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys,
+        handler,
+    }
+}
+
+const READ: &[&str] = &["readonly", "fast"];
+const READ_SLOW: &[&str] = &["readonly", "slow"];
+const WRITE: &[&str] = &["write", "denyoom"];
+const CONN: &[&str] = &["fast", "stale", "loading", "no-auth"];
+const ADMIN: &[&str] = &["admin", "noscript"];
+const ADMIN_SLOW: &[&str] = &["admin", "noscript", "slow"];
+const TXN: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
+const ONE: KeySpec = KeySpec::Range(1, 1, 1);
+const ALL_KEYS: KeySpec = KeySpec::Range(1, -1, 1);
+const NO_KEYS: KeySpec = KeySpec::None;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("PING", -1, CONN, NO_KEYS, connection::ping),
+    spec("ECHO", 2, CONN, NO_KEYS, connection::echo),
+    spec("QUIT", -1, CONN, NO_KEYS, connection::quit),
+    spec("RESET", 1, CONN, NO_KEYS, connection::reset),
+    spec("HELLO", -1, CONN, NO_KEYS, connection::hello),
+    spec("AUTH", -2, CONN, NO_KEYS, connection::auth),
+    spec("SELECT", 2, CONN, NO_KEYS, connection::select),
+    spec("CLIENT", -2, CONN, NO_KEYS, connection::client),
+    spec("COMMAND", -1, CONN, NO_KEYS, connection::command_info),
+    spec("CONFIG", -2, ADMIN, NO_KEYS, server::config),
+    spec("INFO", -1, ADMIN_SLOW, NO_KEYS, server::info),
+    spec("TIME", 1, CONN, NO_KEYS, server::time),
+    spec("FUNCTION", -2, ADMIN, NO_KEYS, server::function),
+    spec("SCRIPT", -2, ADMIN, NO_KEYS, server::script),
+    spec("DBSIZE", 1, READ, NO_KEYS, server::dbsize),
+    spec("FLUSHDB", -1, WRITE, KeySpec::All, server::flushdb),
+    spec("FLUSHALL", -1, WRITE, KeySpec::All, server::flushall),
+    spec("MULTI", 1, TXN, NO_KEYS, transactions::multi),
+    spec("EXEC", 1, TXN, NO_KEYS, transactions::exec),
+    spec("DISCARD", 1, TXN, NO_KEYS, transactions::discard),
+    spec("WATCH", -2, TXN, ALL_KEYS, transactions::watch),
+    spec("UNWATCH", 1, TXN, NO_KEYS, transactions::unwatch),
+    spec("TYPE", 2, READ, ONE, keys::type_of),
+    spec("TTL", 2, READ, ONE, keys::ttl),
+    spec("PTTL", 2, READ, ONE, keys::pttl),
+    spec("EXPIRETIME", 2, READ, ONE, keys::expiretime),
+    spec("PEXPIRETIME", 2, READ, ONE, keys::pexpiretime),
+    spec("EXPIRE", -3, WRITE, ONE, keys::expire),
+    spec("PEXPIRE", -3, WRITE, ONE, keys::pexpire),
+    spec("EXPIREAT", -3, WRITE, ONE, keys::expireat),
+    spec("PEXPIREAT", -3, WRITE, ONE, keys::pexpireat),
+    spec("PERSIST", 2, WRITE, ONE, keys::persist),
+    spec("DEL", -2, WRITE, ALL_KEYS, keys::del),
+    spec("UNLINK", -2, WRITE, ALL_KEYS, keys::del),
+    spec("EXISTS", -2, READ, ALL_KEYS, keys::exists),
+    spec("RENAME", 3, WRITE, KeySpec::Range(1, 2, 1), keys::rename),
+    spec(
+        "RENAMENX",
+        3,
+        WRITE,
+        KeySpec::Range(1, 2, 1),
+        keys::renamenx,
+    ),
+    spec("COPY", -3, WRITE, KeySpec::All, keys::copy),
+    spec("MOVE", 3, WRITE, KeySpec::All, keys::move_key),
+    spec("RANDOMKEY", 1, READ_SLOW, NO_KEYS, keys::randomkey),
+    spec("SCAN", -2, READ_SLOW, NO_KEYS, keys::scan),
+    spec("KEYS", 2, READ_SLOW, NO_KEYS, keys::keys),
+    spec("GET", 2, READ, ONE, strings::get),
+    spec("SET", -3, WRITE, ONE, strings::set),
+    spec("SETNX", 3, WRITE, ONE, strings::setnx),
+    spec("SETEX", 4, WRITE, ONE, strings::setex),
+    spec("PSETEX", 4, WRITE, ONE, strings::psetex),
+    spec("GETSET", 3, WRITE, ONE, strings::getset),
+    spec("GETDEL", 2, WRITE, ONE, strings::getdel),
+    spec("GETEX", -2, WRITE, ONE, strings::getex),
+    spec("MGET", -2, READ, ALL_KEYS, strings::mget),
+    spec("MSET", -3, WRITE, KeySpec::Range(1, -1, 2), strings::mset),
+    spec(
+        "MSETNX",
+        -3,
+        WRITE,
+        KeySpec::Range(1, -1, 2),
+        strings::msetnx,
+    ),
+    spec("INCR", 2, WRITE, ONE, strings::incr),
+    spec("INCRBY", 3, WRITE, ONE, strings::incrby),
+    spec("DECR", 2, WRITE, ONE, strings::decr),
+    spec("DECRBY", 3, WRITE, ONE, strings::decrby),
+    spec("INCRBYFLOAT", 3, WRITE, ONE, strings::incrbyfloat),
+    spec("APPEND", 3, WRITE, ONE, strings::append),
+    spec("STRLEN", 2, READ, ONE, strings::strlen),
+    spec("SETRANGE", 4, WRITE, ONE, strings::setrange),
+    spec("GETRANGE", 4, READ, ONE, strings::getrange),
+    spec("SUBSTR", 4, READ, ONE, strings::getrange),
+    spec("HSET", -4, WRITE, ONE, hashes::hset),
+    spec("HMSET", -4, WRITE, ONE, hashes::hmset),
+    spec("HSETNX", 4, WRITE, ONE, hashes::hsetnx),
+    spec("HGET", 3, READ, ONE, hashes::hget),
+    spec("HMGET", -3, READ, ONE, hashes::hmget),
+    spec("HGETALL", 2, READ, ONE, hashes::hgetall),
+    spec("HKEYS", 2, READ, ONE, hashes::hkeys),
+    spec("HVALS", 2, READ, ONE, hashes::hvals),
+    spec("HDEL", -3, WRITE, ONE, hashes::hdel),
+    spec("HEXISTS", 3, READ, ONE, hashes::hexists),
+    spec("HLEN", 2, READ, ONE, hashes::hlen),
+    spec("HSTRLEN", 3, READ, ONE, hashes::hstrlen),
+    spec("HINCRBY", 4, WRITE, ONE, hashes::hincrby),
+    spec("HINCRBYFLOAT", 4, WRITE, ONE, hashes::hincrbyfloat),
+    spec("LPUSH", -3, WRITE, ONE, lists::lpush),
+    spec("RPUSH", -3, WRITE, ONE, lists::rpush),
+    spec("LPUSHX", -3, WRITE, ONE, lists::lpushx),
+    spec("RPUSHX", -3, WRITE, ONE, lists::rpushx),
+    spec("LPOP", -2, WRITE, ONE, lists::lpop),
+    spec("RPOP", -2, WRITE, ONE, lists::rpop),
+    spec("LLEN", 2, READ, ONE, lists::llen),
+    spec("LRANGE", 4, READ, ONE, lists::lrange),
+    spec("LINDEX", 3, READ, ONE, lists::lindex),
+    spec("LSET", 4, WRITE, ONE, lists::lset),
+    spec("LREM", 4, WRITE, ONE, lists::lrem),
+    spec("LTRIM", 4, WRITE, ONE, lists::ltrim),
+    spec("LINSERT", 5, WRITE, ONE, lists::linsert),
+    spec("LPOS", -3, READ, ONE, lists::lpos),
+    spec("LMOVE", 5, WRITE, KeySpec::Range(1, 2, 1), lists::lmove),
+    spec(
+        "RPOPLPUSH",
+        3,
+        WRITE,
+        KeySpec::Range(1, 2, 1),
+        lists::rpoplpush,
+    ),
+    spec("SADD", -3, WRITE, ONE, sets::sadd),
+    spec("SREM", -3, WRITE, ONE, sets::srem),
+    spec("SMEMBERS", 2, READ, ONE, sets::smembers),
+    spec("SISMEMBER", 3, READ, ONE, sets::sismember),
+    spec("SMISMEMBER", -3, READ, ONE, sets::smismember),
+    spec("SCARD", 2, READ, ONE, sets::scard),
+    spec("SPOP", -2, WRITE, ONE, sets::spop),
+    spec("SRANDMEMBER", -2, READ, ONE, sets::srandmember),
+    spec("SMOVE", 4, WRITE, KeySpec::Range(1, 2, 1), sets::smove),
+    spec("SINTER", -2, READ, ALL_KEYS, sets::sinter),
+    spec("SUNION", -2, READ, ALL_KEYS, sets::sunion),
+    spec("SDIFF", -2, READ, ALL_KEYS, sets::sdiff),
+    spec("SINTERSTORE", -3, WRITE, ALL_KEYS, sets::sinterstore),
+    spec("SUNIONSTORE", -3, WRITE, ALL_KEYS, sets::sunionstore),
+    spec("SDIFFSTORE", -3, WRITE, ALL_KEYS, sets::sdiffstore),
+    spec(
+        "SINTERCARD",
+        -3,
+        READ,
+        KeySpec::NumKeys {
+            at: 1,
+            store: false,
+        },
+        sets::sintercard,
+    ),
+    spec("ZADD", -4, WRITE, ONE, zsets::zadd),
+    spec("ZINCRBY", 4, WRITE, ONE, zsets::zincrby),
+    spec("ZREM", -3, WRITE, ONE, zsets::zrem),
+    spec("ZSCORE", 3, READ, ONE, zsets::zscore),
+    spec("ZMSCORE", -3, READ, ONE, zsets::zmscore),
+    spec("ZCARD", 2, READ, ONE, zsets::zcard),
+    spec("ZCOUNT", 4, READ, ONE, zsets::zcount),
+    spec("ZLEXCOUNT", 4, READ, ONE, zsets::zlexcount),
+    spec("ZRANK", -3, READ, ONE, zsets::zrank),
+    spec("ZREVRANK", -3, READ, ONE, zsets::zrevrank),
+    spec("ZRANGE", -4, READ, ONE, zsets::zrange),
+    spec(
+        "ZRANGESTORE",
+        -5,
+        WRITE,
+        KeySpec::Range(1, 2, 1),
+        zsets::zrangestore,
+    ),
+    spec("ZREVRANGE", -4, READ, ONE, zsets::zrevrange),
+    spec("ZRANGEBYSCORE", -4, READ, ONE, zsets::zrangebyscore),
+    spec("ZREVRANGEBYSCORE", -4, READ, ONE, zsets::zrevrangebyscore),
+    spec("ZRANGEBYLEX", -4, READ, ONE, zsets::zrangebylex),
+    spec("ZREVRANGEBYLEX", -4, READ, ONE, zsets::zrevrangebylex),
+    spec("ZPOPMIN", -2, WRITE, ONE, zsets::zpopmin),
+    spec("ZPOPMAX", -2, WRITE, ONE, zsets::zpopmax),
+    spec("ZREMRANGEBYSCORE", 4, WRITE, ONE, zsets::zremrangebyscore),
+    spec("ZREMRANGEBYRANK", 4, WRITE, ONE, zsets::zremrangebyrank),
+    spec("ZREMRANGEBYLEX", 4, WRITE, ONE, zsets::zremrangebylex),
+];
+
+/// State of one client connection.
+pub struct Session {
+    pub id: u64,
+    pub protocol: u8,
+    pub authenticated: bool,
+    pub db: usize,
+    pub name: Option<Bytes>,
+    pub library: Option<String>,
+    /// Set by QUIT: close after replying.
+    pub closing: bool,
+    /// MULTI's queue, while one is open.
+    multi: Option<Vec<Vec<Bytes>>>,
+    /// A command failed to queue: EXEC answers EXECABORT.
+    multi_failed: bool,
+    /// This session's WATCHed keys, and the flag a write to any of them sets.
+    watch: transactions::WatchState,
+}
+
+/// Everything connections share.
+pub struct Shared {
+    pub db: Arc<Db>,
+    pub keyspaces: Vec<Keyspace>,
+    pub config: Config,
+    pub metrics: Metrics,
+    /// Bounds how many pipelines run at once on the blocking pool (`Executor::Pool`).
+    pub pool_slots: Arc<tokio::sync::Semaphore>,
+    /// What all clients' buffers may hold together.
+    pub buffer_budget: Arc<BufferBudget>,
+    command_index: HashMap<&'static str, usize>,
+    stripes: Vec<Mutex<()>>,
+    watches: Arc<Watches>,
+    redis_config: server::RedisConfig,
+    scan_cursors: Mutex<ScanCursors>,
+    next_client_id: AtomicU64,
+    pub connected_clients: AtomicUsize,
+    pub commands_processed: AtomicU64,
+    pub connections_received: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub started: Instant,
+}
+
+#[derive(Default)]
+struct ScanCursors {
+    next_id: u64,
+    /// Cursor id -> (database, key to resume at).
+    positions: HashMap<u64, (usize, Vec<u8>)>,
+    order: VecDeque<u64>,
+}
+
+/// What one command runs with.
+pub struct Ctx<'c, 's> {
+    pub shared: &'s Shared,
+    pub session: &'c mut Session,
+    pub tx: &'c mut Tx<'s>,
+}
+
+impl<'s> Ctx<'_, 's> {
+    /// The session's database, through the command's transaction.
+    fn view(&mut self) -> View<'_, 's> {
+        let db = self.session.db;
+        self.tx.on(db)
+    }
+}
+
+/// Locks held while a writing command (or EXEC) runs and commits.
+type Guards<'a> = Vec<MutexGuard<'a, ()>>;
+
+impl Shared {
+    pub fn new(db: Arc<Db>, config: Config) -> Result<Shared, Failure> {
+        let keyspaces = config
+            .kvs_names
+            .iter()
+            .enumerate()
+            .map(|(number, name)| Keyspace::open(db.clone(), db.kvs(name)?, number))
+            .collect::<Result<Vec<_>, Failure>>()?;
+        let names: Vec<&str> = COMMANDS.iter().map(|command| command.name).collect();
+        Ok(Shared {
+            metrics: Metrics::new(db.clone(), &names),
+            db,
+            keyspaces,
+            pool_slots: Arc::new(tokio::sync::Semaphore::new(config.pool_threads)),
+            buffer_budget: BufferBudget::new(config.max_client_buffers_bytes),
+            config,
+            command_index: names
+                .iter()
+                .enumerate()
+                .map(|(index, name)| (*name, index))
+                .collect(),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            watches: Arc::new(Watches::default()),
+            redis_config: server::RedisConfig::default(),
+            scan_cursors: Mutex::new(ScanCursors::default()),
+            next_client_id: AtomicU64::new(1),
+            connected_clients: AtomicUsize::new(0),
+            commands_processed: AtomicU64::new(0),
+            connections_received: AtomicU64::new(0),
+            expired_keys: AtomicU64::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    pub fn new_session(&self) -> Session {
+        Session {
+            id: self.next_client_id.fetch_add(1, Ordering::Relaxed),
+            protocol: 2,
+            authenticated: self.config.password.is_none(),
+            db: 0,
+            name: None,
+            library: None,
+            closing: false,
+            multi: None,
+            multi_failed: false,
+            watch: transactions::WatchState::new(self.watches.clone()),
+        }
+    }
+
+    /// The command `request` names, if it exists.
+    pub fn command_of(&self, request: &[Bytes]) -> Option<&'static CommandSpec> {
+        self.lookup(request.first()?).map(|index| &COMMANDS[index])
+    }
+
+    /// Runs one request and returns its reply.
+    pub fn execute(&self, session: &mut Session, args: &[Bytes]) -> Reply {
+        let Some(index) = self.lookup(&args[0]) else {
+            session.multi_failed |= session.multi.is_some();
+            return unknown_command(args);
+        };
+        let command = &COMMANDS[index];
+        if !arity_ok(command, args) {
+            session.multi_failed |= session.multi.is_some();
+            return wrong_arity(command.name);
+        }
+        if !session.authenticated && !matches!(command.name, "AUTH" | "HELLO" | "QUIT") {
+            return Reply::error("NOAUTH Authentication required.");
+        }
+        if let Some(queue) = &mut session.multi {
+            if !matches!(
+                command.name,
+                "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
+            ) {
+                queue.push(args.to_vec());
+                return Reply::Status("QUEUED");
+            }
+        }
+        self.commands_processed.fetch_add(1, Ordering::Relaxed);
+        let start = Instant::now();
+        let guards = if command.writes() {
+            self.lock(session.db, std::iter::once(args), false)
+        } else {
+            Vec::new()
+        };
+        let mut tx = Tx::new(&self.keyspaces);
+        let outcome = self
+            .run(command, session, &mut tx, args)
+            .and_then(|reply| self.commit(tx).map(|()| reply));
+        drop(guards);
+        self.metrics
+            .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
+        outcome.unwrap_or_else(|error| error)
+    }
+
+    /// Runs `command` in `tx`, which the caller commits (the caller holds its locks).
+    fn run<'s>(
+        &'s self,
+        command: &CommandSpec,
+        session: &mut Session,
+        tx: &mut Tx<'s>,
+        args: &[Bytes],
+    ) -> Outcome {
+        let mut ctx = Ctx {
+            shared: self,
+            session,
+            tx,
+        };
+        (command.handler)(&mut ctx, args)
+    }
+
+    /// Commits a transaction and tells WATCHers about the keys it wrote.
+    fn commit(&self, tx: Tx<'_>) -> Result<(), Reply> {
+        let touched = tx.touched().to_vec();
+        tx.commit()?;
+        self.watches.touched(&touched);
+        Ok(())
+    }
+
+    /// The command-table index of the command `name`, in any letter case.
+    fn lookup(&self, name: &[u8]) -> Option<usize> {
+        let mut upper = [0u8; 32];
+        let upper = upper.get_mut(..name.len())?;
+        upper.copy_from_slice(name);
+        upper.make_ascii_uppercase();
+        let upper = std::str::from_utf8(upper).ok()?;
+        self.command_index.get(upper).copied()
+    }
+
+    /// Locks the stripes of every key the `requests` name (all stripes when one of them
+    /// touches every key, or with `all`), in stripe order, so lockers never deadlock.
+    fn lock<'r>(
+        &self,
+        db: usize,
+        requests: impl Iterator<Item = &'r [Bytes]>,
+        all: bool,
+    ) -> Guards<'_> {
+        let mut stripes = Vec::new();
+        let mut every = all;
+        for args in requests {
+            let Some(command) = self.command_of(args) else {
+                continue;
+            };
+            match command_keys(command, args) {
+                Some(keys) => stripes.extend(keys.into_iter().map(|key| stripe_of(db, key))),
+                None => every = true,
+            }
+        }
+        if every {
+            return self.stripes.iter().map(|stripe| stripe.lock()).collect();
+        }
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes
+            .into_iter()
+            .map(|stripe| self.stripes[stripe].lock())
+            .collect()
+    }
+
+    /// Removes keys whose expiry time has passed, a bounded number per database, under their
+    /// stripe locks; returns how many it removed.
+    pub fn expire_keys(&self, per_database: usize) -> Result<usize, Failure> {
+        let mut removed = 0;
+        for space in &self.keyspaces {
+            for key in keyspace::expire_due(space, per_database)? {
+                let _guard = self.stripes[stripe_of(space.number, &key)].lock();
+                let mut tx = Tx::new(&self.keyspaces);
+                if tx.on(space.number).remove_if_expired(&key)? {
+                    let touched = tx.touched().to_vec();
+                    tx.commit()?;
+                    self.watches.touched(&touched);
+                    removed += 1;
+                }
+            }
+        }
+        self.expired_keys
+            .fetch_add(removed as u64, Ordering::Relaxed);
+        Ok(removed)
+    }
+}
+
+fn arity_ok(command: &CommandSpec, args: &[Bytes]) -> bool {
+    if command.arity >= 0 {
+        args.len() == command.arity as usize
+    } else {
+        args.len() >= command.arity.unsigned_abs() as usize
+    }
+}
+
+/// The keys `args` name under `command`'s key spec; `None` when it may touch any key.
+fn command_keys<'a>(command: &CommandSpec, args: &'a [Bytes]) -> Option<Vec<&'a [u8]>> {
+    match command.keys {
+        KeySpec::None => Some(Vec::new()),
+        KeySpec::All => None,
+        KeySpec::Range(first, last, step) => {
+            let last = if last < 0 {
+                args.len() as i32 + last
+            } else {
+                last
+            };
+            Some(
+                (first..=last)
+                    .step_by(step.max(1) as usize)
+                    .filter_map(|index| args.get(index as usize).map(|key| &key[..]))
+                    .collect(),
+            )
+        }
+        KeySpec::NumKeys { at, store } => {
+            let count = args
+                .get(at)
+                .and_then(|count| keyspace::parse_i64(count))
+                .unwrap_or(0)
+                .clamp(0, args.len() as i64) as usize;
+            let mut keys: Vec<&[u8]> = args
+                .iter()
+                .skip(at + 1)
+                .take(count)
+                .map(|key| &key[..])
+                .collect();
+            if store {
+                keys.extend(args.get(1).map(|key| &key[..]));
+            }
+            Some(keys)
+        }
+    }
+}
+
+impl From<Failure> for Reply {
+    fn from(failure: Failure) -> Reply {
+        match failure {
+            Failure::WrongType => {
+                Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
+            Failure::TooLarge => Reply::error(format!(
+                "ERR key, field or member too large: ShaleDB keys are at most {} bytes including \
+                 13 bytes of encoding",
+                shaledb::limits::KEY_BYTES_MAX
+            )),
+            Failure::Damaged(what) => Reply::error(format!("ERR damaged data: {what}")),
+            Failure::Invalid(message) => Reply::Error(message),
+            Failure::Engine(error) => engine_error(&error),
+        }
+    }
+}
+
+impl From<shaledb::Error> for Reply {
+    fn from(error: shaledb::Error) -> Reply {
+        engine_error(&error)
+    }
+}
+
+fn engine_error(error: &shaledb::Error) -> Reply {
+    match error.kind() {
+        ErrorKind::NoSpace => Reply::error(format!("ERR out of space, write refused: {error}")),
+        ErrorKind::LimitExceeded => Reply::error(format!("ERR too large: {error}")),
+        _ => Reply::error(format!("ERR storage engine: {error}")),
+    }
+}
+
+fn unknown_command(args: &[Bytes]) -> Reply {
+    let mut message = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        String::from_utf8_lossy(&args[0])
+    );
+    for arg in args.iter().skip(1).take(16) {
+        let _ = write!(message, "'{}' ", String::from_utf8_lossy(arg));
+    }
+    Reply::Error(message)
+}
+
+fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{}' command",
+        name.to_ascii_lowercase()
+    ))
+}
+
+fn syntax_error() -> Reply {
+    Reply::error("ERR syntax error")
+}
+
+fn not_integer() -> Reply {
+    Reply::error("ERR value is not an integer or out of range")
+}
+
+fn not_float() -> Reply {
+    Reply::error("ERR value is not a valid float")
+}
+
+fn parse_int(arg: &[u8]) -> Result<i64, Reply> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .ok_or_else(not_integer)
+}
+
+/// A float as Redis reads one (`inf`, `-inf`, no NaN).
+fn parse_float(arg: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
+        return None;
+    }
+    let value = match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => text.parse::<f64>().ok()?,
+    };
+    (!value.is_nan()).then_some(value)
+}
+
+fn is(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+fn bulk_or_nil(value: Option<Bytes>) -> Reply {
+    value.map_or(Reply::Nil, Reply::Bulk)
+}
+
+fn bulks(values: Vec<Bytes>) -> Reply {
+    Reply::Array(values.into_iter().map(Reply::Bulk).collect())
+}
+
+/// Checks that `count` items more of `bytes_each` keep a reply within `max_output_bytes`; a
+/// reply past it would only be built to disconnect the client.
+fn reply_fits(shared: &Shared, total_bytes: usize) -> Result<(), Reply> {
+    if total_bytes > shared.config.max_output_bytes {
+        return Err(Reply::error(format!(
+            "ERR the reply would exceed max_output_bytes ({} bytes)",
+            shared.config.max_output_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// A cheap random number (SPOP, SRANDMEMBER, RANDOMKEY): no cryptographic use.
+fn random_u64() -> u64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0x9E37_79B9_7F4A_7C15, |elapsed| elapsed.as_nanos() as u64)
+                | 1,
+        );
+    }
+    STATE.with(|state| {
+        // xorshift64*
+        let mut x = state.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_specs_name_the_keys() {
+        let args = |words: &[&str]| -> Vec<Bytes> {
+            words
+                .iter()
+                .map(|word| Bytes::from(word.to_string()))
+                .collect()
+        };
+        let find = |name: &str| {
+            COMMANDS
+                .iter()
+                .find(|command| command.name == name)
+                .unwrap()
+        };
+        let mset = args(&["MSET", "a", "1", "b", "2"]);
+        assert_eq!(
+            command_keys(find("MSET"), &mset).unwrap(),
+            vec![&b"a"[..], &b"b"[..]]
+        );
+        let card = args(&["SINTERCARD", "2", "x", "y", "LIMIT", "5"]);
+        assert_eq!(
+            command_keys(find("SINTERCARD"), &card).unwrap(),
+            vec![&b"x"[..], &b"y"[..]]
+        );
+        assert!(command_keys(find("FLUSHALL"), &args(&["FLUSHALL"])).is_none());
+        for command in COMMANDS {
+            assert!(command.name.len() <= 32, "lookup bound");
+            assert_eq!(command.name, command.name.to_ascii_uppercase());
+        }
+    }
+}

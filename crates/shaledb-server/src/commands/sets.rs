@@ -1,0 +1,221 @@
+//! Set commands.
+
+use super::{
+    bulk_or_nil, bulks, is, parse_int, random_u64, reply_fits, syntax_error, Ctx, Outcome,
+};
+use crate::keyspace::KeyType;
+use crate::resp::Reply;
+use bytes::Bytes;
+use std::collections::BTreeSet;
+
+pub(super) fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(
+        ctx.view().set_add(&args[1], &args[2..])? as i64
+    ))
+}
+
+pub(super) fn srem(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(
+        ctx.view().set_remove(&args[1], &args[2..])? as i64
+    ))
+}
+
+pub(super) fn smembers(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let members = ctx.view().set_members(&args[1])?;
+    reply_fits(
+        ctx.shared,
+        members.iter().map(|member| member.len() + 16).sum(),
+    )?;
+    Ok(bulks(members))
+}
+
+pub(super) fn sismember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let found = ctx.view().set_contains(&args[1], &args[2])?;
+    Ok(Reply::Integer(i64::from(found)))
+}
+
+pub(super) fn smismember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let view = ctx.view();
+    let mut found = Vec::with_capacity(args.len() - 2);
+    for member in &args[2..] {
+        found.push(Reply::Integer(i64::from(
+            view.set_contains(&args[1], member)?,
+        )));
+    }
+    Ok(Reply::Array(found))
+}
+
+pub(super) fn scard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(ctx.view().set_len(&args[1])? as i64))
+}
+
+/// SPOP's and SRANDMEMBER's count: negative only where `repeats_allowed`.
+fn count_arg(args: &[Bytes], repeats_allowed: bool) -> Result<Option<i64>, Reply> {
+    match args.len() {
+        2 => Ok(None),
+        3 => match parse_int(&args[2]) {
+            Ok(count) if count >= 0 || (repeats_allowed && count > i64::MIN / 2) => Ok(Some(count)),
+            _ => Err(Reply::error("ERR value is out of range, must be positive")),
+        },
+        _ => Err(syntax_error()),
+    }
+}
+
+/// `count` distinct members of `members` chosen at random, in random order.
+fn choose(mut members: Vec<Bytes>, count: usize) -> Vec<Bytes> {
+    let count = count.min(members.len());
+    for index in 0..count {
+        let pick = index + (random_u64() % (members.len() - index) as u64) as usize;
+        members.swap(index, pick);
+    }
+    members.truncate(count);
+    members
+}
+
+pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let count = count_arg(args, false)?;
+    let mut view = ctx.view();
+    let members = view.set_members(&args[1])?;
+    let chosen = choose(members, count.map_or(1, |count| count as usize));
+    view.set_remove(&args[1], &chosen)?;
+    Ok(match count {
+        None => bulk_or_nil(chosen.into_iter().next()),
+        Some(_) => bulks(chosen),
+    })
+}
+
+pub(super) fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let count = count_arg(args, true)?;
+    let members = ctx.view().set_members(&args[1])?;
+    Ok(match count {
+        None => bulk_or_nil(choose(members, 1).into_iter().next()),
+        Some(count) if count >= 0 => bulks(choose(members, count as usize)),
+        Some(_) if members.is_empty() => Reply::Array(Vec::new()),
+        Some(count) => {
+            let wanted = count.unsigned_abs() as usize;
+            reply_fits(ctx.shared, wanted.saturating_mul(16))?;
+            bulks(
+                (0..wanted)
+                    .map(|_| members[(random_u64() % members.len() as u64) as usize].clone())
+                    .collect(),
+            )
+        }
+    })
+}
+
+pub(super) fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let (from, to, member) = (&args[1], &args[2], &args[3]);
+    let mut view = ctx.view();
+    view.check_type(from, KeyType::Set)?;
+    view.check_type(to, KeyType::Set)?;
+    if !view.set_contains(from, member)? {
+        return Ok(Reply::Integer(0));
+    }
+    if from != to {
+        view.set_remove(from, std::slice::from_ref(member))?;
+        view.set_add(to, std::slice::from_ref(member))?;
+    }
+    Ok(Reply::Integer(1))
+}
+
+#[derive(Clone, Copy)]
+enum Combine {
+    Inter,
+    Union,
+    Diff,
+}
+
+/// The members of the sets at `keys` combined; missing keys are empty sets.
+fn combine(ctx: &mut Ctx, keys: &[Bytes], how: Combine) -> Result<BTreeSet<Bytes>, Reply> {
+    let view = ctx.view();
+    let mut sets = Vec::with_capacity(keys.len());
+    for key in keys {
+        sets.push(view.set_members(key)?);
+    }
+    let mut sets = sets.into_iter();
+    let mut result: BTreeSet<Bytes> = sets.next().unwrap_or_default().into_iter().collect();
+    for set in sets {
+        match how {
+            Combine::Inter => {
+                let other: BTreeSet<Bytes> = set.into_iter().collect();
+                result.retain(|member| other.contains(member));
+            }
+            Combine::Union => result.extend(set),
+            Combine::Diff => {
+                for member in set {
+                    result.remove(&member);
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+fn combine_reply(ctx: &mut Ctx, args: &[Bytes], how: Combine) -> Outcome {
+    let members = combine(ctx, &args[1..], how)?;
+    reply_fits(
+        ctx.shared,
+        members.iter().map(|member| member.len() + 16).sum(),
+    )?;
+    Ok(bulks(members.into_iter().collect()))
+}
+
+fn combine_store(ctx: &mut Ctx, args: &[Bytes], how: Combine) -> Outcome {
+    let members: Vec<Bytes> = combine(ctx, &args[2..], how)?.into_iter().collect();
+    let size = ctx.view().set_store(&args[1], &members)?;
+    Ok(Reply::Integer(size as i64))
+}
+
+pub(super) fn sinter(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_reply(ctx, args, Combine::Inter)
+}
+
+pub(super) fn sunion(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_reply(ctx, args, Combine::Union)
+}
+
+pub(super) fn sdiff(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_reply(ctx, args, Combine::Diff)
+}
+
+pub(super) fn sinterstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_store(ctx, args, Combine::Inter)
+}
+
+pub(super) fn sunionstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_store(ctx, args, Combine::Union)
+}
+
+pub(super) fn sdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_store(ctx, args, Combine::Diff)
+}
+
+pub(super) fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let numkeys = parse_int(&args[1])?;
+    if numkeys <= 0 {
+        return Err(Reply::error("ERR numkeys should be greater than 0"));
+    }
+    let numkeys = numkeys as usize;
+    if numkeys > args.len() - 2 {
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    let mut limit = 0usize;
+    let rest = &args[2 + numkeys..];
+    match rest {
+        [] => {}
+        [option, value] if is(option, "LIMIT") => {
+            limit = usize::try_from(parse_int(value)?)
+                .map_err(|_| Reply::error("ERR LIMIT can't be negative"))?;
+        }
+        _ => return Err(syntax_error()),
+    }
+    let members = combine(ctx, &args[2..2 + numkeys], Combine::Inter)?;
+    let count = if limit == 0 {
+        members.len()
+    } else {
+        members.len().min(limit)
+    };
+    Ok(Reply::Integer(count as i64))
+}

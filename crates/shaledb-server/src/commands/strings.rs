@@ -1,0 +1,341 @@
+//! String commands.
+
+use super::{
+    bulk_or_nil, is, not_float, not_integer, parse_float, parse_int, reply_fits, syntax_error,
+    wrong_arity, Ctx, Outcome,
+};
+use crate::keyspace::{self, now_ms, Failure, SetCondition, SetExpiry};
+use crate::resp::{format_double, Reply};
+use bytes::Bytes;
+
+/// The longest string ShaleDB stores (one engine value).
+const STRING_BYTES_MAX: usize = shaledb::limits::VALUE_BYTES_MAX;
+
+fn too_long() -> Reply {
+    Reply::error(format!(
+        "ERR string exceeds maximum allowed size (ShaleDB stores strings of up to \
+         {STRING_BYTES_MAX} bytes)"
+    ))
+}
+
+pub(super) fn get(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(bulk_or_nil(ctx.view().get_string(&args[1])?))
+}
+
+/// An expiry option's time as unix ms: `option` is EX, PX, EXAT or PXAT.
+fn expiry_at(option: &[u8], amount: &[u8], command: &str) -> Result<u64, Reply> {
+    let amount = parse_int(amount)?;
+    let invalid = || Reply::error(format!("ERR invalid expire time in '{command}' command"));
+    if amount <= 0 {
+        return Err(invalid());
+    }
+    let at = if is(option, "EX") {
+        amount
+            .checked_mul(1000)
+            .and_then(|ms| ms.checked_add(now_ms() as i64))
+    } else if is(option, "PX") {
+        amount.checked_add(now_ms() as i64)
+    } else if is(option, "EXAT") {
+        amount.checked_mul(1000)
+    } else {
+        Some(amount)
+    };
+    at.map(|at| at as u64).ok_or_else(invalid)
+}
+
+fn is_expiry_option(option: &[u8]) -> bool {
+    ["EX", "PX", "EXAT", "PXAT"]
+        .iter()
+        .any(|unit| is(option, unit))
+}
+
+pub(super) fn set(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let (key, data) = (&args[1], &args[2]);
+    let mut condition = SetCondition::Always;
+    let mut expiry = SetExpiry::Clear;
+    let mut return_old = false;
+    let mut options = args[3..].iter();
+    while let Some(option) = options.next() {
+        if is(option, "NX") && condition != SetCondition::IfExists {
+            condition = SetCondition::IfMissing;
+        } else if is(option, "XX") && condition != SetCondition::IfMissing {
+            condition = SetCondition::IfExists;
+        } else if is(option, "GET") {
+            return_old = true;
+        } else if is(option, "KEEPTTL") && expiry == SetExpiry::Clear {
+            expiry = SetExpiry::Keep;
+        } else if is_expiry_option(option) && expiry == SetExpiry::Clear {
+            let amount = options.next().ok_or_else(syntax_error)?;
+            expiry = SetExpiry::At(expiry_at(option, amount, "set")?);
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    let mut view = ctx.view();
+    let old = if return_old {
+        view.get_string(key)?
+    } else {
+        None
+    };
+    let written = view.set_string_if(key, data, condition, expiry)?;
+    Ok(match (return_old, written) {
+        (true, _) => bulk_or_nil(old),
+        (false, true) => Reply::OK,
+        (false, false) => Reply::Nil,
+    })
+}
+
+pub(super) fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let written = ctx.view().set_string_if(
+        &args[1],
+        &args[2],
+        SetCondition::IfMissing,
+        SetExpiry::Clear,
+    )?;
+    Ok(Reply::Integer(i64::from(written)))
+}
+
+fn set_with_expiry(ctx: &mut Ctx, args: &[Bytes], unit: &str, command: &str) -> Outcome {
+    let at = expiry_at(unit.as_bytes(), &args[2], command)?;
+    ctx.view()
+        .set_string(&args[1], &args[3], SetExpiry::At(at))?;
+    Ok(Reply::OK)
+}
+
+pub(super) fn setex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    set_with_expiry(ctx, args, "EX", "setex")
+}
+
+pub(super) fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    set_with_expiry(ctx, args, "PX", "psetex")
+}
+
+pub(super) fn getset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let mut view = ctx.view();
+    let old = view.get_string(&args[1])?;
+    view.set_string(&args[1], &args[2], SetExpiry::Clear)?;
+    Ok(bulk_or_nil(old))
+}
+
+pub(super) fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let mut view = ctx.view();
+    let Some(old) = view.get_string(&args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    view.remove_key(&args[1])?;
+    Ok(Reply::Bulk(old))
+}
+
+pub(super) fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    enum Change {
+        None,
+        At(u64),
+        Persist,
+    }
+    let mut change = Change::None;
+    let mut options = args[2..].iter();
+    while let Some(option) = options.next() {
+        if is(option, "PERSIST") && matches!(change, Change::None) {
+            change = Change::Persist;
+        } else if is_expiry_option(option) && matches!(change, Change::None) {
+            let amount = options.next().ok_or_else(syntax_error)?;
+            change = Change::At(expiry_at(option, amount, "getex")?);
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    let mut view = ctx.view();
+    let Some(value) = view.get_string(&args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    match change {
+        Change::None => {}
+        Change::Persist => {
+            view.persist(&args[1])?;
+        }
+        Change::At(at) => {
+            view.expire(&args[1], at, keyspace::ExpireCondition::Always)?;
+        }
+    }
+    Ok(Reply::Bulk(value))
+}
+
+pub(super) fn mget(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let shared = ctx.shared;
+    let view = ctx.view();
+    let mut values = Vec::with_capacity(args.len() - 1);
+    let mut reply_bytes = 0;
+    for key in &args[1..] {
+        // MGET answers nil for keys of other types, as Redis does.
+        let value = match view.get_string(key) {
+            Ok(value) => value,
+            Err(Failure::WrongType) => None,
+            Err(other) => return Err(other.into()),
+        };
+        reply_bytes += value.as_ref().map_or(5, |value| value.len() + 16);
+        reply_fits(shared, reply_bytes)?;
+        values.push(bulk_or_nil(value));
+    }
+    Ok(Reply::Array(values))
+}
+
+pub(super) fn mset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    if args.len().is_multiple_of(2) {
+        return Err(wrong_arity("mset"));
+    }
+    let mut view = ctx.view();
+    for pair in args[1..].chunks(2) {
+        view.set_string(&pair[0], &pair[1], SetExpiry::Clear)?;
+    }
+    Ok(Reply::OK)
+}
+
+pub(super) fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    if args.len().is_multiple_of(2) {
+        return Err(wrong_arity("msetnx"));
+    }
+    let mut view = ctx.view();
+    for pair in args[1..].chunks(2) {
+        if view.key_type(&pair[0])?.is_some() {
+            return Ok(Reply::Integer(0));
+        }
+    }
+    for pair in args[1..].chunks(2) {
+        view.set_string(&pair[0], &pair[1], SetExpiry::Clear)?;
+    }
+    Ok(Reply::Integer(1))
+}
+
+fn add_to_integer(ctx: &mut Ctx, key: &[u8], delta: i64) -> Outcome {
+    let mut view = ctx.view();
+    let current = match view.get_string(key)? {
+        Some(value) => keyspace::parse_i64(&value).ok_or_else(not_integer)?,
+        None => 0,
+    };
+    let updated = current
+        .checked_add(delta)
+        .ok_or_else(|| Reply::error("ERR increment or decrement would overflow"))?;
+    view.set_string(key, updated.to_string().as_bytes(), SetExpiry::Keep)?;
+    Ok(Reply::Integer(updated))
+}
+
+pub(super) fn incr(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    add_to_integer(ctx, &args[1], 1)
+}
+
+pub(super) fn incrby(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let delta = parse_int(&args[2])?;
+    add_to_integer(ctx, &args[1], delta)
+}
+
+pub(super) fn decr(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    add_to_integer(ctx, &args[1], -1)
+}
+
+pub(super) fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let delta = parse_int(&args[2])?
+        .checked_neg()
+        .ok_or_else(|| Reply::error("ERR decrement would overflow"))?;
+    add_to_integer(ctx, &args[1], delta)
+}
+
+/// Formats a float result as Redis's INCRBYFLOAT does (17 significant digits, no exponent).
+pub(super) fn format_float_result(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e17 {
+        return format!("{}", value as i64);
+    }
+    let text = format!("{value:.17}");
+    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
+    // Shortest form that reads back the same, as long as it is not in exponent form.
+    let shortest = format_double(value);
+    if !shortest.contains('e') && shortest.len() < trimmed.len() {
+        shortest
+    } else {
+        trimmed.to_string()
+    }
+}
+
+pub(super) fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let increment = parse_float(&args[2]).ok_or_else(not_float)?;
+    let mut view = ctx.view();
+    let current = match view.get_string(&args[1])? {
+        Some(value) => parse_float(&value)
+            .filter(|value| value.is_finite())
+            .ok_or_else(not_float)?,
+        None => 0.0,
+    };
+    let updated = current + increment;
+    if !updated.is_finite() {
+        return Err(Reply::error("ERR increment would produce NaN or Infinity"));
+    }
+    let text = format_float_result(updated);
+    view.set_string(&args[1], text.as_bytes(), SetExpiry::Keep)?;
+    Ok(Reply::text(text))
+}
+
+pub(super) fn append(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let mut view = ctx.view();
+    let mut data = view
+        .get_string(&args[1])?
+        .map_or_else(Vec::new, |value| value.to_vec());
+    if data.len() + args[2].len() > STRING_BYTES_MAX {
+        return Err(too_long());
+    }
+    data.extend_from_slice(&args[2]);
+    view.set_string(&args[1], &data, SetExpiry::Keep)?;
+    Ok(Reply::Integer(data.len() as i64))
+}
+
+pub(super) fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let value = ctx.view().get_string(&args[1])?;
+    Ok(Reply::Integer(value.map_or(0, |value| value.len()) as i64))
+}
+
+pub(super) fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let offset = parse_int(&args[2])?;
+    if offset < 0 {
+        return Err(Reply::error("ERR offset is out of range"));
+    }
+    let offset = offset as usize;
+    let patch = &args[3];
+    let mut view = ctx.view();
+    let old = view.get_string(&args[1])?;
+    if patch.is_empty() {
+        return Ok(Reply::Integer(old.map_or(0, |old| old.len()) as i64));
+    }
+    if offset.saturating_add(patch.len()) > STRING_BYTES_MAX {
+        return Err(too_long());
+    }
+    let mut data = old.map_or_else(Vec::new, |old| old.to_vec());
+    if data.len() < offset + patch.len() {
+        data.resize(offset + patch.len(), 0);
+    }
+    data[offset..offset + patch.len()].copy_from_slice(patch);
+    view.set_string(&args[1], &data, SetExpiry::Keep)?;
+    Ok(Reply::Integer(data.len() as i64))
+}
+
+pub(super) fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let (start, end) = (parse_int(&args[2])?, parse_int(&args[3])?);
+    let Some(value) = ctx.view().get_string(&args[1])? else {
+        return Ok(Reply::bulk(Bytes::new()));
+    };
+    let len = value.len() as i64;
+    if len == 0 || (start < 0 && end < 0 && start > end) {
+        return Ok(Reply::bulk(Bytes::new()));
+    }
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 {
+        (len + end).max(0)
+    } else {
+        end.min(len - 1)
+    };
+    if start > end {
+        return Ok(Reply::bulk(Bytes::new()));
+    }
+    Ok(Reply::Bulk(value.slice(start as usize..end as usize + 1)))
+}

@@ -1,0 +1,363 @@
+//! How Redis's databases live in ShaleDB KVSs: every Redis key is one or more ordered records.
+//!
+//! Each database is one KVS. Record keys start with a class byte:
+//!
+//! | record key                            | value                       | holds                   |
+//! |---------------------------------------|-----------------------------|-------------------------|
+//! | `0` base `s`                          | the string                  | a string                |
+//! | `0` base `h` field                    | the field's value           | one hash field          |
+//! | `0` base `L`                          | head, tail (2 x 8-byte BE)  | a list's bounds         |
+//! | `0` base `l` position (8-byte sortable) | the element               | one list element        |
+//! | `0` base `m` member                   | empty                       | one set member          |
+//! | `0` base `z` member                   | score (8-byte BE f64 bits)  | one sorted-set member   |
+//! | `0` base `Z` sortable-score member    | empty                       | the member's rank entry |
+//! | `0` base `0xFE`                       | unix ms (8-byte BE)         | the key's expiry time   |
+//! | `1` unix ms (8-byte BE) base          | empty                       | the expiry queue        |
+//! | `2` stripe (2-byte BE)                | count (8-byte BE)           | live keys of a stripe   |
+//! | `3layout`                             | `shale-redis-layout 2 4096` | this layout's version   |
+//!
+//! A key's *base* is its length as a 4-byte big-endian number, then the key; the base's first
+//! byte is the class byte `0`, since keys are at most 1 KiB. All records of one Redis key are
+//! adjacent and sort below `base 0xFF`, so a key's type is the tag of its first record (one index
+//! seek, no device read), its expiry is one point read, and deleting it is one prefix delete.
+//! Hash fields, set and sorted-set members and list elements are records of their own: HSET
+//! writes one field, LPUSH one element. Expiry times are records too, and survive restarts; the
+//! queue orders them by time so the background expirer finds what is due without a scan. DBSIZE
+//! sums 4,096 per-stripe key counts, kept in the same batch as the writes that change them.
+//!
+//! All reads and writes go through a [`Tx`]: a command's reads see its own earlier writes, and
+//! everything it (or a whole MULTI/EXEC) wrote commits as one engine batch.
+
+mod expiry;
+mod hashes;
+mod lists;
+mod records;
+mod sets;
+mod strings;
+mod tx;
+mod zsets;
+
+pub use expiry::{expire_due, ExpireCondition};
+pub use lists::{ListEnd, Pivot};
+pub use strings::{SetCondition, SetExpiry, StringValue};
+pub use tx::{KeyRecords, Savepoint, Tx, View};
+pub use zsets::{LexBound, Ranked, ScoreBound};
+
+use bytes::Bytes;
+use shaledb::{Db, Kvs};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Locks (in `commands`) and key counts are kept per stripe of keys.
+pub const STRIPES: usize = 4096;
+const DATA: u8 = 0;
+const EXPIRY_QUEUE: u8 = 1;
+const KEY_COUNTS: u8 = 2;
+const LAYOUT_KEY: &[u8] = b"\x03layout";
+const LAYOUT_VALUE: &str = "shale-redis-layout 2 4096";
+
+/// The tag byte after a key's base.
+mod tag {
+    pub const STRING: u8 = b's';
+    pub const HASH_FIELD: u8 = b'h';
+    pub const LIST_BOUNDS: u8 = b'L';
+    pub const LIST_ITEM: u8 = b'l';
+    pub const SET_MEMBER: u8 = b'm';
+    pub const ZSET_MEMBER: u8 = b'z';
+    pub const ZSET_RANK: u8 = b'Z';
+    /// Layout 1 kept a string with a TTL under this tag (expiry, then the string).
+    pub const LAYOUT_1_STRING_WITH_TTL: u8 = b'x';
+    /// Sorts after every type's tag: a key's first record names its type.
+    pub const EXPIRY: u8 = 0xFE;
+    /// Sorts after every tag: `base END` bounds a key's records.
+    pub const END: u8 = 0xFF;
+}
+
+/// The Redis type of a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyType {
+    String,
+    Hash,
+    List,
+    Set,
+    ZSet,
+}
+
+impl KeyType {
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyType::String => "string",
+            KeyType::Hash => "hash",
+            KeyType::List => "list",
+            KeyType::Set => "set",
+            KeyType::ZSet => "zset",
+        }
+    }
+
+    pub fn from_name(name: &[u8]) -> Option<KeyType> {
+        [
+            KeyType::String,
+            KeyType::Hash,
+            KeyType::List,
+            KeyType::Set,
+            KeyType::ZSet,
+        ]
+        .into_iter()
+        .find(|kind| kind.name().as_bytes().eq_ignore_ascii_case(name))
+    }
+
+    fn of_tag(tag: u8) -> Option<KeyType> {
+        match tag {
+            tag::STRING => Some(KeyType::String),
+            tag::HASH_FIELD => Some(KeyType::Hash),
+            tag::LIST_BOUNDS | tag::LIST_ITEM => Some(KeyType::List),
+            tag::SET_MEMBER => Some(KeyType::Set),
+            tag::ZSET_MEMBER | tag::ZSET_RANK => Some(KeyType::ZSet),
+            _ => None,
+        }
+    }
+}
+
+/// Why a keyspace operation failed.
+#[derive(Debug)]
+pub enum Failure {
+    WrongType,
+    /// A key, field or member too long for the engine once encoded.
+    TooLarge,
+    /// A record that cannot be in this layout: named, never skipped.
+    Damaged(String),
+    /// A command's own error, as Redis words it (`ERR no such key`, ...).
+    Invalid(String),
+    Engine(shaledb::Error),
+}
+
+impl From<shaledb::Error> for Failure {
+    fn from(error: shaledb::Error) -> Self {
+        Failure::Engine(error)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Failure>;
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+/// The stripe of `key` in database `db`: locks and key counts are kept per stripe.
+pub fn stripe_of(db: usize, key: &[u8]) -> usize {
+    // FNV-1a: cheap, spreads keys well, and stable across restarts (key counts depend on it).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ db as u64;
+    for &byte in key {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % STRIPES as u64) as usize
+}
+
+fn base(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 16);
+    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+fn record_key(key: &[u8], tag: u8, suffix: &[u8]) -> Result<Vec<u8>> {
+    let mut out = base(key);
+    out.push(tag);
+    out.extend_from_slice(suffix);
+    if out.len() > shaledb::limits::KEY_BYTES_MAX {
+        return Err(Failure::TooLarge);
+    }
+    Ok(out)
+}
+
+/// The bound past every record of `key`.
+fn key_end(key: &[u8]) -> Vec<u8> {
+    let mut out = base(key);
+    out.push(tag::END);
+    out
+}
+
+/// The Redis key, tag and suffix of a data record key.
+fn split_record_key(record: &[u8]) -> Option<(&[u8], u8, &[u8])> {
+    let length = u32::from_be_bytes(record.get(..4)?.try_into().ok()?) as usize;
+    let key = record.get(4..4 + length)?;
+    let tag = *record.get(4 + length)?;
+    Some((key, tag, &record[5 + length..]))
+}
+
+fn damaged(what: &str, record: &[u8]) -> Failure {
+    Failure::Damaged(format!(
+        "{what}: record {:?}",
+        String::from_utf8_lossy(&record[..record.len().min(80)])
+    ))
+}
+
+fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
+    bytes
+        .get(..8)
+        .and_then(|head| head.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| damaged(what, bytes))
+}
+
+/// One Redis database: a KVS holding records in the layout above, and its key counts.
+pub struct Keyspace {
+    pub db: Arc<Db>,
+    pub kvs: Kvs,
+    pub number: usize,
+    /// Live keys per stripe, as stored in the `2` records (changed under the stripe's lock).
+    counts: Vec<AtomicI64>,
+}
+
+impl Keyspace {
+    /// Opens database `number` on `kvs`: checks the layout (upgrading layout 1 in place), and
+    /// loads the key counts.
+    pub fn open(db: Arc<Db>, kvs: Kvs, number: usize) -> Result<Keyspace> {
+        let keyspace = Keyspace {
+            db,
+            kvs,
+            number,
+            counts: (0..STRIPES).map(|_| AtomicI64::new(0)).collect(),
+        };
+        match keyspace.kvs.get(LAYOUT_KEY)? {
+            Some(value) if value == LAYOUT_VALUE.as_bytes() => keyspace.load_counts()?,
+            Some(value) => {
+                return Err(Failure::Damaged(format!(
+                    "KVS {:?} holds Redis data in an unknown layout {:?} (this server reads {LAYOUT_VALUE:?})",
+                    keyspace.kvs.name(),
+                    String::from_utf8_lossy(&value)
+                )))
+            }
+            None => keyspace.upgrade_from_layout_1()?,
+        }
+        Ok(keyspace)
+    }
+
+    fn load_counts(&self) -> Result<()> {
+        for item in self.kvs.prefix([KEY_COUNTS]) {
+            let (record, value) = item?;
+            let stripe = record
+                .get(1..3)
+                .map(|bytes| u16::from_be_bytes([bytes[0], bytes[1]]) as usize)
+                .filter(|&stripe| stripe < STRIPES && record.len() == 3)
+                .ok_or_else(|| damaged("a key count record with a bad stripe", &record))?;
+            let count = read_u64(&value, "a key count")? as i64;
+            self.counts[stripe].store(count, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Rewrites a database of layout 1 (no layout record, strings with a TTL under tag `x`, no
+    /// key counts) into this layout; a new database just gets its layout record. Idempotent: a
+    /// crash midway leaves no layout record, and the next open upgrades again.
+    fn upgrade_from_layout_1(&self) -> Result<()> {
+        if let Some(record) = self.kvs.range(vec![DATA + 1]..).keys().next() {
+            return Err(damaged(
+                &format!(
+                    "KVS {:?} has no Redis layout record but holds records other than Redis keys",
+                    self.kvs.name()
+                ),
+                &record?,
+            ));
+        }
+        let mut counts = vec![0i64; STRIPES];
+        let mut tx = Tx::new(std::slice::from_ref(self));
+        let mut last_key: Option<Vec<u8>> = None;
+        for record in self.kvs.prefix([DATA]).keys() {
+            let record = record?;
+            let (key, record_tag, _) = split_record_key(&record)
+                .ok_or_else(|| damaged("a layout-1 record without a key", &record))?;
+            if last_key.as_deref() != Some(key) {
+                counts[stripe_of(self.number, key)] += 1;
+                last_key = Some(key.to_vec());
+            }
+            if record_tag == tag::LAYOUT_1_STRING_WITH_TTL {
+                let value = self
+                    .kvs
+                    .get(&record)?
+                    .ok_or_else(|| damaged("a layout-1 record vanished", &record))?;
+                let expires_at = read_u64(&value, "a layout-1 expiry")?;
+                let mut view = tx.on(self.number);
+                view.delete_record(&record);
+                view.put_record(record_key(key, tag::STRING, &[])?, value.slice(8..));
+                view.write_expiry(key, None, Some(expires_at))?;
+                if tx.write_count() >= 1000 {
+                    std::mem::replace(&mut tx, Tx::new(std::slice::from_ref(self))).commit()?;
+                }
+            }
+        }
+        tx.commit()?;
+        let mut batch = shaledb::WriteBatch::new();
+        for (stripe, count) in counts.iter().enumerate() {
+            if *count != 0 {
+                batch.put(&self.kvs, count_key(stripe), (*count as u64).to_be_bytes());
+                self.counts[stripe].store(*count, Ordering::Relaxed);
+            }
+        }
+        batch.put(&self.kvs, LAYOUT_KEY, LAYOUT_VALUE);
+        self.db.write(batch)?;
+        Ok(())
+    }
+
+    /// Live keys (those past their expiry but not yet removed included, as in Redis).
+    pub fn key_count(&self) -> u64 {
+        let total: i64 = self
+            .counts
+            .iter()
+            .map(|count| count.load(Ordering::Relaxed))
+            .sum();
+        total.max(0) as u64
+    }
+
+    /// Keys with an expiry time (a walk of the expiry queue's keys, no value reads).
+    pub fn keys_with_expiry(&self) -> Result<u64> {
+        let mut count = 0;
+        for key in self.kvs.prefix([EXPIRY_QUEUE]).keys() {
+            key?;
+            count += 1;
+        }
+        Ok(count)
+    }
+}
+
+fn count_key(stripe: usize) -> [u8; 3] {
+    let stripe = (stripe as u16).to_be_bytes();
+    [KEY_COUNTS, stripe[0], stripe[1]]
+}
+
+/// The bytes of `value` as an `i64`, if it is one as Redis writes integers.
+pub fn parse_i64(value: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let parsed: i64 = text.parse().ok()?;
+    // Redis rejects "+1", "01" and " 1": only the canonical form is an integer.
+    (parsed.to_string() == text).then_some(parsed)
+}
+
+/// Redis's reading of a range `start..=stop` over `len` items, where negative indices count from
+/// the end: the first and last index, or `None` for an empty range.
+pub fn normalize_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
+    if start > stop || start >= len || stop < 0 {
+        return None;
+    }
+    Some((start as usize, stop as usize))
+}
+
+/// A byte string for error messages.
+pub fn lossy(bytes: &Bytes) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

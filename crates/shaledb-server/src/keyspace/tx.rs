@@ -1,0 +1,518 @@
+//! [`Tx`]: the writes of one command, or of a whole MULTI/EXEC, buffered and committed as one
+//! engine batch; reads through it see those writes first.
+//!
+//! Isolation comes from the callers: a command that writes holds the stripe locks of its keys
+//! (EXEC: of every key its commands name) from its first read to its commit, so no other writer
+//! changes those keys in between, and the batch makes the writes visible, and durable, all at
+//! once. Plain reads take no lock: they see a key before a batch or after it, never within.
+
+use super::records::{Base, Records};
+use super::{
+    base, count_key, damaged, key_end, read_u64, record_key, tag, KeyType, Keyspace, Result, DATA,
+    EXPIRY_QUEUE, KEY_COUNTS,
+};
+use bytes::Bytes;
+use shaledb::WriteBatch;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+/// Writes buffered across the databases of one command or transaction.
+pub struct Tx<'s> {
+    spaces: &'s [Keyspace],
+    /// (database, record key) -> `Some(value)` put or `None` deleted, after any clear below.
+    writes: BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
+    /// (database, prefix) deleted, in order.
+    cleared: Vec<(usize, Vec<u8>)>,
+    /// Databases flushed whole: their key counts restart from zero.
+    flushed: BTreeSet<usize>,
+    /// (database, stripe) -> change in live keys.
+    count_deltas: BTreeMap<(usize, usize), i64>,
+    /// Redis keys written, for WATCH; `None`: the whole database.
+    touched: Vec<(usize, Option<Bytes>)>,
+}
+
+impl<'s> Tx<'s> {
+    pub fn new(spaces: &'s [Keyspace]) -> Tx<'s> {
+        Tx {
+            spaces,
+            writes: BTreeMap::new(),
+            cleared: Vec::new(),
+            flushed: BTreeSet::new(),
+            count_deltas: BTreeMap::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// Reads and writes database `db` through this transaction.
+    pub fn on<'t>(&'t mut self, db: usize) -> View<'t, 's> {
+        View { tx: self, db }
+    }
+
+    pub fn write_count(&self) -> usize {
+        self.writes.len() + self.cleared.len()
+    }
+
+    /// The keys written so far (`None`: a whole database).
+    pub fn touched(&self) -> &[(usize, Option<Bytes>)] {
+        &self.touched
+    }
+
+    /// Commits every write as one engine batch, with the key counts they change. Nothing is
+    /// written if it fails.
+    pub fn commit(self) -> Result<()> {
+        if self.writes.is_empty() && self.cleared.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for (db, prefix) in &self.cleared {
+            batch.prefix_delete(&self.spaces[*db].kvs, prefix);
+        }
+        for ((db, key), value) in &self.writes {
+            match value {
+                Some(value) => batch.put(&self.spaces[*db].kvs, key, value),
+                None => batch.delete(&self.spaces[*db].kvs, key),
+            }
+        }
+        let mut new_counts = Vec::new();
+        for (&(db, stripe), &delta) in &self.count_deltas {
+            let space = &self.spaces[db];
+            let before = if self.flushed.contains(&db) {
+                0
+            } else {
+                space.counts[stripe].load(Ordering::Relaxed)
+            };
+            let count = (before + delta).max(0);
+            batch.put(&space.kvs, count_key(stripe), (count as u64).to_be_bytes());
+            new_counts.push((db, stripe, count));
+        }
+        let any_space = &self.spaces[self.cleared.first().map_or_else(
+            || self.writes.keys().next().map_or(0, |(db, _)| *db),
+            |(db, _)| *db,
+        )];
+        any_space.db.write(batch)?;
+        for db in &self.flushed {
+            for count in &self.spaces[*db].counts {
+                count.store(0, Ordering::Relaxed);
+            }
+        }
+        for (db, stripe, count) in new_counts {
+            self.spaces[db].counts[stripe].store(count, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// A transaction's state at one point, to roll back to (EXEC undoes a failed command's writes).
+pub struct Savepoint {
+    writes: BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
+    cleared: usize,
+    flushed: BTreeSet<usize>,
+    count_deltas: BTreeMap<(usize, usize), i64>,
+    touched: usize,
+}
+
+impl Tx<'_> {
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint {
+            writes: self.writes.clone(),
+            cleared: self.cleared.len(),
+            flushed: self.flushed.clone(),
+            count_deltas: self.count_deltas.clone(),
+            touched: self.touched.len(),
+        }
+    }
+
+    pub fn rollback(&mut self, savepoint: Savepoint) {
+        self.writes = savepoint.writes;
+        self.cleared.truncate(savepoint.cleared);
+        self.flushed = savepoint.flushed;
+        self.count_deltas = savepoint.count_deltas;
+        self.touched.truncate(savepoint.touched);
+    }
+}
+
+/// One database as a transaction sees it.
+pub struct View<'t, 's> {
+    tx: &'t mut Tx<'s>,
+    pub(super) db: usize,
+}
+
+impl<'t, 's> View<'t, 's> {
+    pub(super) fn space(&self) -> &'s Keyspace {
+        &self.tx.spaces[self.db]
+    }
+
+    fn is_cleared(&self, record: &[u8]) -> bool {
+        self.tx
+            .cleared
+            .iter()
+            .any(|(db, prefix)| *db == self.db && record.starts_with(prefix))
+    }
+
+    /// The value of one record.
+    pub(super) fn record(&self, record: &[u8]) -> Result<Option<Bytes>> {
+        if let Some(value) = self.tx.writes.get(&(self.db, record.to_vec())) {
+            return Ok(value.clone());
+        }
+        if self.is_cleared(record) {
+            return Ok(None);
+        }
+        Ok(self.space().kvs.get(record)?)
+    }
+
+    /// Whether a record exists, from the index alone (no device read).
+    pub(super) fn record_exists(&self, record: &[u8]) -> Result<bool> {
+        if let Some(value) = self.tx.writes.get(&(self.db, record.to_vec())) {
+            return Ok(value.is_some());
+        }
+        if self.is_cleared(record) {
+            return Ok(false);
+        }
+        Ok(self.space().kvs.contains_key(record)?)
+    }
+
+    /// The records from `start` (inclusive) to `end` (exclusive), with their values or
+    /// (`values == false`) with empty values and no device reads.
+    pub(super) fn records(&self, start: Vec<u8>, end: Vec<u8>, values: bool) -> Records {
+        let overlay: VecDeque<(Bytes, Option<Bytes>)> = self
+            .tx
+            .writes
+            .range((
+                Bound::Included((self.db, start.clone())),
+                Bound::Excluded((self.db, end.clone())),
+            ))
+            .map(|((_, key), value)| (Bytes::copy_from_slice(key), value.clone()))
+            .collect();
+        let cleared = self
+            .tx
+            .cleared
+            .iter()
+            .filter(|(db, _)| *db == self.db)
+            .map(|(_, prefix)| prefix.clone())
+            .collect();
+        let iter = self.space().kvs.range(start..end);
+        let base = if values {
+            Base::Values(iter)
+        } else {
+            Base::Keys(iter.keys())
+        };
+        Records::new(base, overlay, cleared)
+    }
+
+    /// The records of `key` with tag `tag` (a hash's fields, a set's members, ...), in order.
+    pub(super) fn members(&self, key: &[u8], tag: u8, values: bool) -> Result<Records> {
+        Ok(self.records(
+            record_key(key, tag, &[])?,
+            record_key(key, tag + 1, &[])?,
+            values,
+        ))
+    }
+
+    /// How many records of `key` have tag `tag` (a walk of the index, no device reads).
+    pub(super) fn count_members(&self, key: &[u8], tag: u8) -> Result<usize> {
+        let mut count = 0;
+        for item in self.members(key, tag, false)? {
+            item?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// Removes `key` if it has no records of tag `tag` left (a collection emptied by a write).
+    pub(super) fn remove_if_no_members(&mut self, key: &[u8], tag: u8) -> Result<bool> {
+        if self.members(key, tag, false)?.next().transpose()?.is_some() {
+            return Ok(false);
+        }
+        self.remove_key(key)?;
+        Ok(true)
+    }
+
+    pub(super) fn put_record(&mut self, record: Vec<u8>, value: impl Into<Bytes>) {
+        self.tx.writes.insert((self.db, record), Some(value.into()));
+    }
+
+    pub(super) fn delete_record(&mut self, record: &[u8]) {
+        self.tx.writes.insert((self.db, record.to_vec()), None);
+    }
+
+    /// Deletes every record under `prefix`, including this transaction's own.
+    fn clear(&mut self, prefix: Vec<u8>) {
+        let db = self.db;
+        let doomed: Vec<(usize, Vec<u8>)> = self
+            .tx
+            .writes
+            .range((db, prefix.clone())..)
+            .take_while(|((write_db, key), _)| *write_db == db && key.starts_with(&prefix))
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        for slot in doomed {
+            self.tx.writes.remove(&slot);
+        }
+        self.tx.cleared.push((db, prefix));
+    }
+
+    /// Notes that `key` was written (WATCH sees it).
+    pub fn touch(&mut self, key: &[u8]) {
+        self.tx
+            .touched
+            .push((self.db, Some(Bytes::copy_from_slice(key))));
+    }
+
+    /// Notes that `key` now exists where it did not.
+    pub(super) fn created(&mut self, key: &[u8]) {
+        let stripe = super::stripe_of(self.db, key);
+        *self.tx.count_deltas.entry((self.db, stripe)).or_default() += 1;
+    }
+
+    /// Notes that `key` no longer exists.
+    fn removed(&mut self, key: &[u8]) {
+        let stripe = super::stripe_of(self.db, key);
+        *self.tx.count_deltas.entry((self.db, stripe)).or_default() -= 1;
+    }
+
+    /// The tag of the first record of `key` (its type), whether or not it has expired.
+    fn first_tag(&self, key: &[u8]) -> Result<Option<u8>> {
+        let start = base(key);
+        let prefix_len = start.len();
+        match self.records(start, key_end(key), false).next() {
+            None => Ok(None),
+            Some(item) => {
+                let (record, _) = item?;
+                Ok(record.get(prefix_len).copied())
+            }
+        }
+    }
+
+    /// When `key` expires, if it has an expiry time.
+    pub fn expires_at(&self, key: &[u8]) -> Result<Option<u64>> {
+        match self.record(&record_key(key, tag::EXPIRY, &[])?)? {
+            None => Ok(None),
+            Some(value) => Ok(Some(read_u64(&value, "an expiry time")?)),
+        }
+    }
+
+    fn has_expired(&self, key: &[u8]) -> Result<bool> {
+        Ok(self
+            .expires_at(key)?
+            .is_some_and(|at| at <= super::now_ms()))
+    }
+
+    /// The type of `key`, if it exists and has not expired.
+    pub fn key_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
+        let Some(first) = self.first_tag(key)? else {
+            return Ok(None);
+        };
+        let kind = KeyType::of_tag(first).ok_or_else(|| {
+            damaged(
+                "a key whose first record has no type's tag",
+                &record_key(key, first, &[]).unwrap_or_default(),
+            )
+        })?;
+        if self.has_expired(key)? {
+            return Ok(None);
+        }
+        Ok(Some(kind))
+    }
+
+    /// Whether `key` is live given that one of its records was `found`; if none was, checks
+    /// that it is not of another type.
+    pub(super) fn live_or_check(&self, key: &[u8], found: bool, kind: KeyType) -> Result<bool> {
+        if found {
+            return Ok(self.expires_at(key)?.is_none_or(|at| at > super::now_ms()));
+        }
+        self.check_type(key, kind)?;
+        Ok(false)
+    }
+
+    /// For a reader: whether `key` exists as a `kind`; WRONGTYPE if it holds another type.
+    pub fn check_type(&self, key: &[u8], kind: KeyType) -> Result<bool> {
+        match self.key_type(key)? {
+            None => Ok(false),
+            Some(found) if found == kind => Ok(true),
+            Some(_) => Err(super::Failure::WrongType),
+        }
+    }
+
+    /// For a writer: like [`View::check_type`], and a key past its expiry is removed first, so
+    /// what follows starts from an empty key.
+    pub fn prepare(&mut self, key: &[u8], kind: KeyType) -> Result<bool> {
+        let Some(first) = self.first_tag(key)? else {
+            return Ok(false);
+        };
+        if self.has_expired(key)? {
+            self.remove_key(key)?;
+            return Ok(false);
+        }
+        match KeyType::of_tag(first) {
+            Some(found) if found == kind => Ok(true),
+            Some(_) => Err(super::Failure::WrongType),
+            None => Err(damaged(
+                "a key whose first record has no type's tag",
+                &record_key(key, first, &[]).unwrap_or_default(),
+            )),
+        }
+    }
+
+    /// Deletes every record of `key`; returns whether it existed (and had not expired).
+    pub fn remove_key(&mut self, key: &[u8]) -> Result<bool> {
+        if self.first_tag(key)?.is_none() {
+            return Ok(false);
+        }
+        let expires_at = self.expires_at(key)?;
+        let live = expires_at.is_none_or(|at| at > super::now_ms());
+        if let Some(at) = expires_at {
+            self.delete_record(&queue_key(at, key));
+        }
+        self.clear(base(key));
+        self.removed(key);
+        self.touch(key);
+        Ok(live)
+    }
+
+    /// Sets or clears `key`'s expiry record and queue entry; `old` is its expiry now.
+    pub(super) fn write_expiry(
+        &mut self,
+        key: &[u8],
+        old: Option<u64>,
+        new: Option<u64>,
+    ) -> Result<()> {
+        if old == new {
+            return Ok(());
+        }
+        if let Some(at) = old {
+            self.delete_record(&queue_key(at, key));
+        }
+        let record = record_key(key, tag::EXPIRY, &[])?;
+        match new {
+            Some(at) => {
+                self.put_record(record, Bytes::copy_from_slice(&at.to_be_bytes()));
+                self.put_record(queue_key(at, key), Bytes::new());
+            }
+            None => self.delete_record(&record),
+        }
+        self.touch(key);
+        Ok(())
+    }
+
+    /// Sets (or with `None` clears) the expiry of an existing key.
+    pub fn set_expiry(&mut self, key: &[u8], at: Option<u64>) -> Result<()> {
+        let old = self.expires_at(key)?;
+        self.write_expiry(key, old, at)
+    }
+
+    /// Deletes every key of this database (the caller touches the watched keys that existed).
+    pub fn flush(&mut self) {
+        self.clear(vec![DATA]);
+        self.clear(vec![EXPIRY_QUEUE]);
+        self.clear(vec![KEY_COUNTS]);
+        let db = self.db;
+        self.tx
+            .count_deltas
+            .retain(|(delta_db, _), _| *delta_db != db);
+        self.tx.flushed.insert(db);
+    }
+
+    /// Walks keys in the engine's order from `resume` (a value this returned; empty to start),
+    /// calling `visit` with each live key and its type, until it has seen `budget` keys (live or
+    /// not). Returns where to resume, or `None` at the end.
+    pub fn walk_keys(
+        &self,
+        resume: &[u8],
+        budget: usize,
+        mut visit: impl FnMut(&[u8], KeyType),
+    ) -> Result<Option<Vec<u8>>> {
+        let start = if resume.is_empty() {
+            vec![DATA]
+        } else {
+            resume.to_vec()
+        };
+        let mut records = self.records(start, vec![DATA + 1], false);
+        let mut seen = 0;
+        let mut current: Option<Vec<u8>> = None;
+        let mut same_key_records = 0;
+        while let Some(item) = records.next() {
+            let (record, _) = item?;
+            let (key, record_tag, _) = super::split_record_key(&record)
+                .ok_or_else(|| damaged("a record without a key", &record))?;
+            if current.as_deref() == Some(key) {
+                // Step over a few more records of a key; past that, seek over the rest.
+                same_key_records += 1;
+                if same_key_records == SKIP_BY_STEPPING {
+                    records = self.records(key_end(key), vec![DATA + 1], false);
+                }
+                continue;
+            }
+            if seen == budget {
+                return Ok(Some(base(key)));
+            }
+            seen += 1;
+            same_key_records = 0;
+            let kind = KeyType::of_tag(record_tag)
+                .ok_or_else(|| damaged("a key whose first record has no type's tag", &record))?;
+            if !self.has_expired(key)? {
+                visit(key, kind);
+            }
+            current = Some(key.to_vec());
+        }
+        Ok(None)
+    }
+}
+
+/// Records of one key a key walk steps over before it seeks past the rest (a seek costs a merge
+/// of the index partitions; a step is cheap).
+const SKIP_BY_STEPPING: usize = 4;
+
+/// A key's records apart from its name: what RENAME, COPY and MOVE carry to another key.
+pub struct KeyRecords {
+    /// Each record's tag and suffix, with its value.
+    records: Vec<(Vec<u8>, Bytes)>,
+    pub expires_at: Option<u64>,
+}
+
+impl View<'_, '_> {
+    /// Every record of the live key `key`, with its expiry; `None` when it does not exist.
+    pub fn key_records(&self, key: &[u8]) -> Result<Option<KeyRecords>> {
+        if self.key_type(key)?.is_none() {
+            return Ok(None);
+        }
+        let prefix_len = base(key).len();
+        let mut records = Vec::new();
+        for item in self.records(base(key), key_end(key), true) {
+            let (record, value) = item?;
+            if record.get(prefix_len) != Some(&tag::EXPIRY) {
+                records.push((record[prefix_len..].to_vec(), value));
+            }
+        }
+        Ok(Some(KeyRecords {
+            records,
+            expires_at: self.expires_at(key)?,
+        }))
+    }
+
+    /// Makes `key` hold `records` (from [`View::key_records`]), replacing what it held.
+    pub fn put_key_records(&mut self, key: &[u8], records: &KeyRecords) -> Result<()> {
+        self.remove_key(key)?;
+        for (suffix, value) in &records.records {
+            let mut record = base(key);
+            record.extend_from_slice(suffix);
+            if record.len() > shaledb::limits::KEY_BYTES_MAX {
+                return Err(super::Failure::TooLarge);
+            }
+            self.put_record(record, value.clone());
+        }
+        self.created(key);
+        self.write_expiry(key, None, records.expires_at)?;
+        self.touch(key);
+        Ok(())
+    }
+}
+
+/// The expiry queue's record for `key` expiring at `at`.
+pub(super) fn queue_key(at: u64, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + 4 + key.len());
+    out.push(EXPIRY_QUEUE);
+    out.extend_from_slice(&at.to_be_bytes());
+    out.extend_from_slice(&base(key));
+    out
+}
