@@ -408,3 +408,108 @@ fn a_damaged_record_is_an_error_reply_never_a_nil() {
     }
     assert_eq!(client.call(&["GET", "intact"]), bulk("value-kept"));
 }
+
+/// A raw Redis-layout record key: the key's length (4 bytes BE), the key, a tag, a suffix.
+fn layout_record(key: &[u8], tag: u8, suffix: &[u8]) -> Vec<u8> {
+    let mut out = (key.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(key);
+    out.push(tag);
+    out.extend_from_slice(suffix);
+    out
+}
+
+#[test]
+fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_restarts() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // Layout 1, as the previous server wrote it: a plain string, a string with a TTL (tag `x`:
+    // expiry ms, then the value) and a hash, with no layout record and no key counts.
+    let far = (std::time::SystemTime::now() + Duration::from_secs(3600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let mut ttl_value = far.to_be_bytes().to_vec();
+    ttl_value.extend_from_slice(b"hello");
+    let engine = base64::engine::general_purpose::STANDARD;
+    let lines: String = [
+        (layout_record(b"plain", b's', b""), b"value".to_vec()),
+        (layout_record(b"timed", b'x', b""), ttl_value),
+        (layout_record(b"user", b'h', b"name"), b"Ada".to_vec()),
+    ]
+    .iter()
+    .map(|(key, value)| {
+        format!(
+            "{{\"kvs\":\"redis-0\",\"key\":\"{}\",\"value\":\"{}\"}}\n",
+            engine.encode(key),
+            engine.encode(value)
+        )
+    })
+    .collect();
+    let input = dir.path().join("layout1.jsonl");
+    std::fs::write(&input, lines).unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_shale"))
+        .arg("--db")
+        .arg(&db)
+        .args(["load", input.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let server = Server::start(&db, &[]);
+    let mut client = server.connect();
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(3));
+    assert_eq!(client.call(&["GET", "timed"]), bulk("hello"));
+    let Value::Int(ttl) = client.call(&["TTL", "timed"]) else {
+        panic!("TTL is an integer")
+    };
+    assert!((3590..=3600).contains(&ttl), "{ttl}");
+    assert_eq!(client.call(&["HGET", "user", "name"]), bulk("Ada"));
+    // Expiry on every type, removed in the background; lists and sets counted like the rest.
+    assert_eq!(client.call(&["RPUSH", "list", "a", "b", "c"]), Value::Int(3));
+    assert_eq!(client.call(&["SADD", "set", "x", "y"]), Value::Int(2));
+    assert_eq!(client.call(&["PEXPIRE", "set", "150"]), Value::Int(1));
+    assert_eq!(client.call(&["EXPIRE", "list", "3600"]), Value::Int(1));
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(5));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(client.call(&["EXISTS", "set"]), Value::Int(0));
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(4), "the expirer removed set");
+    // MULTI/EXEC applies everything at once; WATCH fails EXEC after another client's write.
+    assert_eq!(client.call(&["MULTI"]), ok());
+    assert_eq!(client.call(&["INCR", "counter"]), Value::Status("QUEUED".into()));
+    assert_eq!(client.call(&["LPUSH", "list", "z"]), Value::Status("QUEUED".into()));
+    assert_eq!(client.call(&["HGET", "list", "f"]), Value::Status("QUEUED".into()));
+    match client.call(&["EXEC"]) {
+        Value::Array(replies) => {
+            assert_eq!(replies[0], Value::Int(1));
+            assert_eq!(replies[1], Value::Int(4));
+            assert!(matches!(&replies[2], Value::Error(e) if e.starts_with("WRONGTYPE")));
+        }
+        other => panic!("EXEC answered {other:?}"),
+    }
+    let mut other = server.connect();
+    assert_eq!(client.call(&["WATCH", "counter"]), ok());
+    assert_eq!(other.call(&["INCR", "counter"]), Value::Int(2));
+    assert_eq!(client.call(&["MULTI"]), ok());
+    assert_eq!(client.call(&["SET", "counter", "100"]), Value::Status("QUEUED".into()));
+    assert_eq!(client.call(&["EXEC"]), Value::Nil);
+    assert_eq!(client.call(&["GET", "counter"]), bulk("2"));
+    drop((client, other));
+    server.signal("TERM");
+    assert!(server.wait().success());
+
+    let restarted = Server::start(&db, &[]);
+    let mut client = restarted.connect();
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(5));
+    assert_eq!(
+        client.call(&["LRANGE", "list", "0", "-1"]),
+        Value::Array(vec![bulk("z"), bulk("a"), bulk("b"), bulk("c")])
+    );
+    let Value::Int(ttl) = client.call(&["TTL", "list"]) else {
+        panic!("TTL is an integer")
+    };
+    assert!(ttl > 3500, "the expiry survived the restart: {ttl}");
+    assert_eq!(client.call(&["GET", "plain"]), bulk("value"));
+    assert_eq!(client.call(&["FLUSHALL"]), ok());
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
+}
