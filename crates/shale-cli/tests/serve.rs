@@ -466,19 +466,35 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
     assert!((3590..=3600).contains(&ttl), "{ttl}");
     assert_eq!(client.call(&["HGET", "user", "name"]), bulk("Ada"));
     // Expiry on every type, removed in the background; lists and sets counted like the rest.
-    assert_eq!(client.call(&["RPUSH", "list", "a", "b", "c"]), Value::Int(3));
+    assert_eq!(
+        client.call(&["RPUSH", "list", "a", "b", "c"]),
+        Value::Int(3)
+    );
     assert_eq!(client.call(&["SADD", "set", "x", "y"]), Value::Int(2));
     assert_eq!(client.call(&["PEXPIRE", "set", "150"]), Value::Int(1));
     assert_eq!(client.call(&["EXPIRE", "list", "3600"]), Value::Int(1));
     assert_eq!(client.call(&["DBSIZE"]), Value::Int(5));
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(client.call(&["EXISTS", "set"]), Value::Int(0));
-    assert_eq!(client.call(&["DBSIZE"]), Value::Int(4), "the expirer removed set");
+    assert_eq!(
+        client.call(&["DBSIZE"]),
+        Value::Int(4),
+        "the expirer removed set"
+    );
     // MULTI/EXEC applies everything at once; WATCH fails EXEC after another client's write.
     assert_eq!(client.call(&["MULTI"]), ok());
-    assert_eq!(client.call(&["INCR", "counter"]), Value::Status("QUEUED".into()));
-    assert_eq!(client.call(&["LPUSH", "list", "z"]), Value::Status("QUEUED".into()));
-    assert_eq!(client.call(&["HGET", "list", "f"]), Value::Status("QUEUED".into()));
+    assert_eq!(
+        client.call(&["INCR", "counter"]),
+        Value::Status("QUEUED".into())
+    );
+    assert_eq!(
+        client.call(&["LPUSH", "list", "z"]),
+        Value::Status("QUEUED".into())
+    );
+    assert_eq!(
+        client.call(&["HGET", "list", "f"]),
+        Value::Status("QUEUED".into())
+    );
     match client.call(&["EXEC"]) {
         Value::Array(replies) => {
             assert_eq!(replies[0], Value::Int(1));
@@ -491,7 +507,10 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
     assert_eq!(client.call(&["WATCH", "counter"]), ok());
     assert_eq!(other.call(&["INCR", "counter"]), Value::Int(2));
     assert_eq!(client.call(&["MULTI"]), ok());
-    assert_eq!(client.call(&["SET", "counter", "100"]), Value::Status("QUEUED".into()));
+    assert_eq!(
+        client.call(&["SET", "counter", "100"]),
+        Value::Status("QUEUED".into())
+    );
     assert_eq!(client.call(&["EXEC"]), Value::Nil);
     assert_eq!(client.call(&["GET", "counter"]), bulk("2"));
     drop((client, other));
@@ -510,6 +529,18 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
     };
     assert!(ttl > 3500, "the expiry survived the restart: {ttl}");
     assert_eq!(client.call(&["GET", "plain"]), bulk("value"));
+    // SWAPDB exchanges the databases' KVSs, and the exchange survives a restart.
+    assert_eq!(client.call(&["SWAPDB", "0", "1"]), ok());
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
+    drop(client);
+    restarted.signal("TERM");
+    assert!(restarted.wait().success());
+    let swapped = Server::start(&db, &[]);
+    let mut client = swapped.connect();
+    assert_eq!(client.call(&["EXISTS", "plain"]), Value::Int(0));
+    assert_eq!(client.call(&["SELECT", "1"]), ok());
+    assert_eq!(client.call(&["GET", "plain"]), bulk("value"));
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(5));
     assert_eq!(client.call(&["FLUSHALL"]), ok());
     assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
 }

@@ -8,7 +8,7 @@
 //! output together are charged to the budget all clients share (`buffers`).
 
 use crate::buffers::BufferCharge;
-use crate::commands::{Session, Shared};
+use crate::commands::{Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::resp::{parse_request, Output, ProtocolError, RequestLimits};
 use bytes::{Bytes, BytesMut};
@@ -16,10 +16,10 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit};
 
 const READ_BUFFER_BYTES: usize = 16 << 10;
 /// Replies are written once this many bytes of them are ready.
@@ -121,6 +121,9 @@ impl Client {
                 if let Err(close) = self.run_and_reply(stream, &mut pending).await {
                     return close;
                 }
+                if let Err(close) = self.wait_unblocked(stream, shutdown, &mut pending).await {
+                    return close;
+                }
             }
             if let Some(ProtocolError(message)) = broken {
                 self.shared.metrics.protocol_errors.inc();
@@ -159,6 +162,83 @@ impl Client {
                 _ = shutdown.changed() => return Close::Done,
             }
         }
+    }
+
+    /// If the last request blocked, queues it with the server (`commands::blocking`) and waits
+    /// for its reply, its timeout (then it answers the command's timeout reply), the client
+    /// leaving or the server draining. Requests the client sends meanwhile are buffered.
+    async fn wait_unblocked(
+        &mut self,
+        stream: &mut TcpStream,
+        shutdown: &mut watch::Receiver<bool>,
+        pending: &mut VecDeque<Request>,
+    ) -> Result<(), Close> {
+        let Some(session) = self.session.as_mut() else {
+            return Ok(());
+        };
+        let Some(blocked) = session.blocked.take() else {
+            return Ok(());
+        };
+        let Some(request) = pending.pop_front() else {
+            return Ok(());
+        };
+        let protocol = session.protocol;
+        let shared = self.shared.clone();
+        let deadline = blocked.timeout.map(|timeout| Instant::now() + timeout);
+        let (sender, mut receiver) = oneshot::channel();
+        let id = shared.waiters.new_id();
+        shared.add_waiter(
+            Waiter {
+                id,
+                db: session.db,
+                protocol,
+                request,
+                reply: sender,
+            },
+            blocked.generation,
+        );
+        let reply = loop {
+            if let Err(close) = self.make_room() {
+                shared.waiters.remove(id);
+                return Err(close);
+            }
+            let timeout = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                reply = &mut receiver => match reply {
+                    Ok(reply) => break reply,
+                    Err(_) => return Err(Close::Gone),
+                },
+                _ = timeout => {
+                    if shared.waiters.remove(id) {
+                        break blocked.timeout_reply;
+                    }
+                    // Served just now: its reply is on its way.
+                    match (&mut receiver).await {
+                        Ok(reply) => break reply,
+                        Err(_) => return Err(Close::Gone),
+                    }
+                }
+                _ = shutdown.changed() => {
+                    shared.waiters.remove(id);
+                    return Err(Close::Done);
+                }
+                read = stream.read_buf(&mut self.input) => match read {
+                    Ok(0) | Err(_) => {
+                        shared.waiters.remove(id);
+                        return Err(Close::Gone);
+                    }
+                    Ok(_) => {}
+                },
+            }
+        };
+        let mut output = Output::new();
+        reply.encode(protocol, &mut output);
+        write_output(stream, &mut output, shared.config.output_stall_timeout).await
     }
 
     fn id(&self) -> u64 {
@@ -316,6 +396,12 @@ fn execute_slice(
     let mut output = Output::new();
     while let Some(request) = pending.pop_front() {
         let reply = shared.execute(session, &request);
+        if session.blocked.is_some() {
+            // A blocking command found nothing: the connection queues it with the server
+            // (`Client::wait_unblocked`).
+            pending.push_front(request);
+            break;
+        }
         reply.encode(session.protocol, &mut output);
         if session.closing || output.len() >= OUTPUT_FLUSH_BYTES {
             break;

@@ -174,12 +174,96 @@ fn parse_inline(buffer: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolErr
     let line = buffer.split_to(newline + 1).freeze();
     let text = line.slice(..newline);
     let text = text.strip_suffix(b"\r").unwrap_or(&text);
-    let args = text
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|word| !word.is_empty())
-        .map(Bytes::copy_from_slice)
-        .collect();
-    Ok(Some(args))
+    split_inline(text)
+        .map(Some)
+        .ok_or_else(|| ProtocolError::new("unbalanced quotes in request"))
+}
+
+/// Splits an inline command into arguments as Redis's `sdssplitargs` does: words separated by
+/// white space, `"double quotes"` with C-like escapes (`\n`, `\xHH`, ...), `'single quotes'`
+/// with only `\'`. `None` for an unbalanced quote, or a closing quote not followed by a space.
+fn split_inline(text: &[u8]) -> Option<Vec<Bytes>> {
+    let mut args = Vec::new();
+    let mut at = 0;
+    loop {
+        while at < text.len() && text[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if at == text.len() {
+            return Some(args);
+        }
+        let mut arg = Vec::new();
+        match text[at] {
+            b'"' => {
+                at += 1;
+                loop {
+                    match *text.get(at)? {
+                        b'\\'
+                            if text.get(at + 1) == Some(&b'x')
+                                && text.len() > at + 3
+                                && text[at + 2].is_ascii_hexdigit()
+                                && text[at + 3].is_ascii_hexdigit() =>
+                        {
+                            let hex = std::str::from_utf8(&text[at + 2..at + 4]).ok()?;
+                            arg.push(u8::from_str_radix(hex, 16).ok()?);
+                            at += 4;
+                        }
+                        b'\\' if at + 1 < text.len() => {
+                            arg.push(match text[at + 1] {
+                                b'n' => b'\n',
+                                b'r' => b'\r',
+                                b't' => b'\t',
+                                b'b' => 8,
+                                b'a' => 7,
+                                other => other,
+                            });
+                            at += 2;
+                        }
+                        b'"' => {
+                            at += 1;
+                            break;
+                        }
+                        byte => {
+                            arg.push(byte);
+                            at += 1;
+                        }
+                    }
+                }
+            }
+            b'\'' => {
+                at += 1;
+                loop {
+                    match *text.get(at)? {
+                        b'\\' if text.get(at + 1) == Some(&b'\'') => {
+                            arg.push(b'\'');
+                            at += 2;
+                        }
+                        b'\'' => {
+                            at += 1;
+                            break;
+                        }
+                        byte => {
+                            arg.push(byte);
+                            at += 1;
+                        }
+                    }
+                }
+            }
+            _ => {
+                while at < text.len() && !text[at].is_ascii_whitespace() {
+                    arg.push(text[at]);
+                    at += 1;
+                }
+                args.push(Bytes::from(arg));
+                continue;
+            }
+        }
+        // A closing quote must end the argument.
+        if at < text.len() && !text[at].is_ascii_whitespace() {
+            return None;
+        }
+        args.push(Bytes::from(arg));
+    }
 }
 
 /// A reply, encoded for the connection's protocol version by [`Reply::encode`].
@@ -350,16 +434,43 @@ fn put_text_bulk(out: &mut Output, tag: u8, body: &[u8]) {
     out.extend(b"\r\n");
 }
 
-/// Formats a score as Redis does: integers without a fraction, `inf` and `-inf` spelled out,
-/// everything else in the shortest form that reads back to the same double.
+/// Formats a double as Redis 7.0 replies with one: integers below 2^52 without a fraction,
+/// `inf` and `-inf` spelled out, everything else as C's `%.17g` (so 0.1 reads back as
+/// 0.10000000000000001, as Redis 7.0 answers it).
 pub fn format_double(value: f64) -> String {
     if value.is_infinite() {
         return if value > 0.0 { "inf" } else { "-inf" }.to_string();
     }
-    if value.fract() == 0.0 && value.abs() < 1e17 {
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    if value.fract() == 0.0 && value.abs() < 4_503_599_627_370_496.0 {
         return format!("{}", value as i64);
     }
-    format!("{value}")
+    format_g17(value)
+}
+
+/// C's `%.17g`: 17 significant digits, trailing zeros dropped, exponent form when the exponent is
+/// below -4 or at least 17.
+fn format_g17(value: f64) -> String {
+    let scientific = format!("{value:.16e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("e in {:e}");
+    let exponent: i32 = exponent.parse().expect("an exponent");
+    if !(-4..17).contains(&exponent) {
+        let mantissa = trim_fraction(mantissa);
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exponent.abs());
+    }
+    let decimals = (16 - exponent).max(0) as usize;
+    trim_fraction(&format!("{value:.decimals$}")).to_string()
+}
+
+fn trim_fraction(text: &str) -> &str {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]
@@ -438,6 +549,25 @@ mod tests {
     }
 
     #[test]
+    fn inline_commands_split_like_redis() {
+        let args = |text: &[u8]| split_inline(text).map(|args| args.to_vec());
+        assert_eq!(
+            args(br#"set "a b" 'c\'d' "\x41\n" plain"#).unwrap(),
+            vec![
+                Bytes::from("set"),
+                Bytes::from("a b"),
+                Bytes::from("c'd"),
+                Bytes::from("A\n"),
+                Bytes::from("plain")
+            ]
+        );
+        assert_eq!(args(b"  ").unwrap(), Vec::<Bytes>::new());
+        assert!(args(br#"set """test-key""" v"#).is_none());
+        assert!(args(br#"set "open"#).is_none());
+        assert!(args(b"set 'open").is_none());
+    }
+
+    #[test]
     fn encodes_both_protocols() {
         let reply = Reply::Map(vec![(Reply::text("a"), Reply::Double(1.5))]);
         let mut two = Output::new();
@@ -453,7 +583,12 @@ mod tests {
         assert_eq!(nil.to_vec(), b"$-1\r\n_\r\n-ERR a  b\r\n");
         assert_eq!(format_double(3.0), "3");
         assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
-        assert_eq!(format_double(0.1), "0.1");
+        assert_eq!(format_double(0.1), "0.10000000000000001");
+        assert_eq!(format_double(1.5), "1.5");
+        assert_eq!(format_double(-2.25e-7), "-2.2499999999999999e-07");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(0.353_026_115_965_576), "0.35302611596557598");
+        assert_eq!(format_double(123456.789), "123456.789");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::{is, parse_int, random_u64, reply_fits, syntax_error, Ctx, Outcome, SCAN_CURSORS_MAX};
 use crate::glob;
 use crate::keyspace::{now_ms, ExpireCondition, KeyType};
-use crate::resp::Reply;
+use crate::resp::{format_double, Reply};
 use bytes::Bytes;
 use std::collections::HashSet;
 
@@ -58,33 +58,32 @@ pub(super) fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 fn set_expiry(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, absolute: bool) -> Outcome {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let amount = parse_int(&args[2])?;
-    let mut condition = ExpireCondition::Always;
+    let mut condition = ExpireCondition::ALWAYS;
     for option in &args[3..] {
-        let next = if is(option, "NX") {
-            ExpireCondition::IfNone
+        if is(option, "NX") {
+            condition.if_none = true;
         } else if is(option, "XX") {
-            ExpireCondition::IfSome
+            condition.if_some = true;
         } else if is(option, "GT") {
-            ExpireCondition::IfLater
+            condition.if_later = true;
         } else if is(option, "LT") {
-            ExpireCondition::IfEarlier
+            condition.if_earlier = true;
         } else {
             return Err(Reply::error(format!(
                 "ERR Unsupported option {}",
                 String::from_utf8_lossy(option)
             )));
-        };
-        if condition != ExpireCondition::Always && condition != next {
-            let message = if matches!(next, ExpireCondition::IfNone)
-                || matches!(condition, ExpireCondition::IfNone)
-            {
-                "ERR NX and XX, GT or LT options at the same time are not compatible"
-            } else {
-                "ERR GT and LT options at the same time are not compatible"
-            };
-            return Err(Reply::error(message));
         }
-        condition = next;
+    }
+    if condition.if_none && (condition.if_some || condition.if_later || condition.if_earlier) {
+        return Err(Reply::error(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if condition.if_later && condition.if_earlier {
+        return Err(Reply::error(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
     }
     let invalid = || Reply::error(format!("ERR invalid expire time in '{name}' command"));
     let mut at = amount.checked_mul(unit_ms).ok_or_else(invalid)?;
@@ -251,74 +250,143 @@ pub(super) fn randomkey(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
     Ok(Reply::Nil)
 }
 
-pub(super) fn scan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let cursor: u64 = std::str::from_utf8(&args[1])
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .ok_or_else(|| Reply::error("ERR invalid cursor"))?;
-    let mut pattern = None;
-    let mut count = SCAN_COUNT_DEFAULT;
-    let mut wanted_type = None;
-    let mut options = args[2..].iter();
-    while let Some(option) = options.next() {
-        let value = options.next().ok_or_else(syntax_error)?;
+/// SCAN's options: MATCH, COUNT and (for SCAN itself) TYPE.
+struct ScanOptions {
+    pattern: Option<Bytes>,
+    count: usize,
+    wanted_type: Option<String>,
+}
+
+fn scan_options(args: &[Bytes], allow_type: bool) -> Result<ScanOptions, Reply> {
+    let mut options = ScanOptions {
+        pattern: None,
+        count: SCAN_COUNT_DEFAULT,
+        wanted_type: None,
+    };
+    let mut rest = args.iter();
+    while let Some(option) = rest.next() {
+        let value = rest.next().ok_or_else(syntax_error)?;
         if is(option, "MATCH") {
-            pattern = Some(value.clone());
+            options.pattern = Some(value.clone());
         } else if is(option, "COUNT") {
-            count = usize::try_from(parse_int(value)?)
+            options.count = usize::try_from(parse_int(value)?)
                 .ok()
                 .filter(|&count| count > 0)
                 .ok_or_else(syntax_error)?;
-        } else if is(option, "TYPE") {
-            wanted_type = Some(String::from_utf8_lossy(value).to_ascii_lowercase());
+        } else if is(option, "TYPE") && allow_type {
+            options.wanted_type = Some(String::from_utf8_lossy(value).to_ascii_lowercase());
         } else {
             return Err(syntax_error());
         }
     }
-    let shared = ctx.shared;
-    let db = ctx.session.db;
-    let resume = if cursor == 0 {
-        Vec::new()
-    } else {
-        match shared.scan_cursors.lock().positions.get(&cursor) {
-            Some((cursor_db, resume)) if *cursor_db == db => resume.clone(),
-            _ => return Err(Reply::error("ERR invalid cursor")),
-        }
+    Ok(options)
+}
+
+/// The position a SCAN cursor stands for (empty for cursor 0).
+fn cursor_position(ctx: &Ctx, cursor: &[u8]) -> Result<Vec<u8>, Reply> {
+    let cursor: u64 = std::str::from_utf8(cursor)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| Reply::error("ERR invalid cursor"))?;
+    if cursor == 0 {
+        return Ok(Vec::new());
+    }
+    match ctx.shared.scan_cursors.lock().positions.get(&cursor) {
+        Some((db, resume)) if *db == ctx.session.db => Ok(resume.clone()),
+        _ => Err(Reply::error("ERR invalid cursor")),
+    }
+}
+
+/// A cursor for `next` (0 at the end); the oldest cursors are forgotten past SCAN_CURSORS_MAX.
+fn new_cursor(ctx: &Ctx, next: Option<Vec<u8>>) -> Reply {
+    let Some(resume) = next else {
+        return Reply::text("0");
     };
+    let mut cursors = ctx.shared.scan_cursors.lock();
+    cursors.next_id += 1;
+    let id = cursors.next_id;
+    cursors.positions.insert(id, (ctx.session.db, resume));
+    cursors.order.push_back(id);
+    if cursors.order.len() > SCAN_CURSORS_MAX {
+        if let Some(oldest) = cursors.order.pop_front() {
+            cursors.positions.remove(&oldest);
+        }
+    }
+    Reply::text(id.to_string())
+}
+
+pub(super) fn scan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let options = scan_options(&args[2..], true)?;
+    let resume = cursor_position(ctx, &args[1])?;
     let mut found = Vec::new();
-    let next = ctx
-        .view()
-        .walk_keys(&resume, count.min(WALK_STEP_KEYS), |key, key_type| {
-            let type_ok = wanted_type
+    let next = ctx.view().walk_keys(
+        &resume,
+        options.count.min(WALK_STEP_KEYS),
+        |key, key_type| {
+            let type_ok = options
+                .wanted_type
                 .as_deref()
                 .is_none_or(|wanted| wanted == key_type.name());
-            let pattern_ok = pattern
+            let pattern_ok = options
+                .pattern
                 .as_ref()
                 .is_none_or(|pattern| glob::matches(pattern, key));
             if type_ok && pattern_ok {
                 found.push(Reply::bulk(Bytes::copy_from_slice(key)));
             }
-        })?;
-    let next_cursor = match next {
-        None => 0,
-        Some(resume) => {
-            let mut cursors = shared.scan_cursors.lock();
-            cursors.next_id += 1;
-            let id = cursors.next_id;
-            cursors.positions.insert(id, (db, resume));
-            cursors.order.push_back(id);
-            if cursors.order.len() > SCAN_CURSORS_MAX {
-                if let Some(oldest) = cursors.order.pop_front() {
-                    cursors.positions.remove(&oldest);
-                }
-            }
-            id
-        }
-    };
+        },
+    )?;
     Ok(Reply::Array(vec![
-        Reply::text(next_cursor.to_string()),
+        new_cursor(ctx, next),
         Reply::Array(found),
     ]))
+}
+
+/// HSCAN, SSCAN and ZSCAN.
+fn scan_collection(ctx: &mut Ctx, args: &[Bytes], kind: KeyType) -> Outcome {
+    let options = scan_options(&args[3..], false)?;
+    let resume = cursor_position(ctx, &args[2])?;
+    let (members, next) =
+        ctx.view()
+            .scan_members(&args[1], kind, &resume, options.count.min(WALK_STEP_KEYS))?;
+    let mut items = Vec::new();
+    for (member, value) in members {
+        if options
+            .pattern
+            .as_ref()
+            .is_some_and(|pattern| !glob::matches(pattern, &member))
+        {
+            continue;
+        }
+        items.push(Reply::Bulk(member));
+        match kind {
+            KeyType::Hash => items.push(Reply::Bulk(value)),
+            KeyType::ZSet => {
+                let bits = value
+                    .get(..8)
+                    .map(|bytes| u64::from_be_bytes(bytes.try_into().expect("8 bytes")))
+                    .ok_or_else(|| Reply::error("ERR damaged data: a sorted-set score"))?;
+                items.push(Reply::text(format_double(f64::from_bits(bits))));
+            }
+            _ => {}
+        }
+    }
+    Ok(Reply::Array(vec![
+        new_cursor(ctx, next),
+        Reply::Array(items),
+    ]))
+}
+
+pub(super) fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    scan_collection(ctx, args, KeyType::Hash)
+}
+
+pub(super) fn sscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    scan_collection(ctx, args, KeyType::Set)
+}
+
+pub(super) fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    scan_collection(ctx, args, KeyType::ZSet)
 }
 
 pub(super) fn keys(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -341,4 +409,73 @@ pub(super) fn keys(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
     }
     Ok(Reply::Array(found))
+}
+
+/// OBJECT: ShaleDB never shares one value between keys (REFCOUNT is 1), stores every type as
+/// ordered records (ENCODING is `records`), and keeps no access times or frequencies.
+pub(super) fn object(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let sub = &args[1];
+    if is(sub, "HELP") {
+        return Ok(Reply::Array(
+            [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key> (always 'records' in ShaleDB).",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key> (always 1 in ShaleDB).",
+            ]
+            .iter()
+            .map(|line| Reply::Status(line))
+            .collect(),
+        ));
+    }
+    if args.len() != 3 {
+        return Err(Reply::error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(sub)
+        )));
+    }
+    let exists = ctx.view().key_type(&args[2])?.is_some();
+    if is(sub, "REFCOUNT") {
+        return Ok(if exists {
+            Reply::Integer(1)
+        } else {
+            Reply::Nil
+        });
+    }
+    if is(sub, "ENCODING") {
+        return Ok(if exists {
+            Reply::text("records")
+        } else {
+            Reply::Nil
+        });
+    }
+    Err(Reply::error(format!(
+        "ERR OBJECT {} is not kept by ShaleDB (no access times or frequencies)",
+        String::from_utf8_lossy(sub).to_ascii_uppercase()
+    )))
+}
+
+/// MEMORY USAGE: the bytes of the key's records (keys and values, before the engine's framing
+/// and compression).
+pub(super) fn memory(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    if !is(&args[1], "USAGE") || args.len() < 3 {
+        return Err(Reply::error(format!(
+            "ERR MEMORY {} is not supported: ShaleDB answers MEMORY USAGE only",
+            String::from_utf8_lossy(&args[1]).to_ascii_uppercase()
+        )));
+    }
+    match &args[3..] {
+        [] => {}
+        [option, count] if is(option, "SAMPLES") => {
+            parse_int(count)?;
+        }
+        _ => return Err(syntax_error()),
+    }
+    let records = ctx.view().key_records(&args[2])?;
+    Ok(records.map_or(Reply::Nil, |records| {
+        Reply::Integer(records.bytes(&args[2]) as i64)
+    }))
 }

@@ -1,6 +1,9 @@
 //! List commands.
 
-use super::{bulk_or_nil, bulks, is, parse_int, reply_fits, syntax_error, Ctx, Outcome};
+use super::{
+    block, bulk_or_nil, bulks, is, parse_int, parse_timeout, reply_fits, syntax_error,
+    unless_retrying, wrong_arity, Ctx, Outcome,
+};
 use crate::keyspace::{KeyType, ListEnd, Pivot};
 use crate::resp::Reply;
 use bytes::Bytes;
@@ -35,7 +38,7 @@ fn pop(ctx: &mut Ctx, args: &[Bytes], end: ListEnd) -> Outcome {
             Ok(count) if count >= 0 => Some(count as usize),
             _ => return Err(Reply::error("ERR value is out of range, must be positive")),
         },
-        _ => return Err(syntax_error()),
+        _ => return Err(wrong_arity(&String::from_utf8_lossy(&args[0]))),
     };
     let mut view = ctx.view();
     let popped = view.list_pop(&args[1], end, count.unwrap_or(1))?;
@@ -225,6 +228,128 @@ pub(super) fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub(super) fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     move_element(ctx, &args[1], &args[2], ListEnd::Right, ListEnd::Left)
+}
+
+/// BLPOP and BRPOP: the first element of the first non-empty list, or wait for one.
+fn blocking_pop(ctx: &mut Ctx, args: &[Bytes], end: ListEnd) -> Outcome {
+    let timeout = parse_timeout(&args[args.len() - 1])?;
+    let generation = ctx.shared.write_generation();
+    for key in &args[1..args.len() - 1] {
+        let popped = ctx.view().list_pop(key, end, 1);
+        if let Some(element) = unless_retrying(ctx, popped)?.pop() {
+            return Ok(Reply::Array(vec![
+                Reply::Bulk(key.clone()),
+                Reply::Bulk(element),
+            ]));
+        }
+    }
+    block(ctx, timeout, generation, Reply::NilArray)
+}
+
+pub(super) fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    blocking_pop(ctx, args, ListEnd::Left)
+}
+
+pub(super) fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    blocking_pop(ctx, args, ListEnd::Right)
+}
+
+fn blocking_move(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    take: ListEnd,
+    put: ListEnd,
+    timeout: &[u8],
+) -> Outcome {
+    let timeout = parse_timeout(timeout)?;
+    let generation = ctx.shared.write_generation();
+    // Run again, a source that now holds another type leaves the client blocked; a destination
+    // of another type is an error, as in Redis.
+    let source_replaced = ctx.session.block_retry
+        && ctx
+            .view()
+            .key_type(&args[1])?
+            .is_some_and(|kind| kind != KeyType::List);
+    let moved = if source_replaced {
+        Reply::Nil
+    } else {
+        move_element(ctx, &args[1], &args[2], take, put)?
+    };
+    match moved {
+        Reply::Nil => block(ctx, timeout, generation, Reply::Nil),
+        moved => Ok(moved),
+    }
+}
+
+pub(super) fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let (take, put) = (list_end(&args[3])?, list_end(&args[4])?);
+    blocking_move(ctx, args, take, put, &args[5])
+}
+
+pub(super) fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    blocking_move(ctx, args, ListEnd::Right, ListEnd::Left, &args[3])
+}
+
+/// LMPOP's and ZMPOP's `numkeys key... WHERE [COUNT n]`: the keys, WHERE and the count.
+pub(super) fn parse_mpop<'a>(
+    args: &'a [Bytes],
+    wheres: [&str; 2],
+) -> Result<(&'a [Bytes], bool, usize), Reply> {
+    let numkeys = parse_int(&args[0])
+        .ok()
+        .filter(|&numkeys| numkeys > 0)
+        .ok_or_else(|| Reply::error("ERR numkeys should be greater than 0"))?
+        as usize;
+    if numkeys >= args.len() {
+        return Err(syntax_error());
+    }
+    let keys = &args[1..1 + numkeys];
+    let first = match &args[1 + numkeys] {
+        word if is(word, wheres[0]) => true,
+        word if is(word, wheres[1]) => false,
+        _ => return Err(syntax_error()),
+    };
+    let count = match &args[2 + numkeys..] {
+        [] => 1,
+        [option, count] if is(option, "COUNT") => parse_int(count)
+            .ok()
+            .filter(|&count| count > 0)
+            .ok_or_else(|| {
+            Reply::error("ERR count should be greater than 0")
+        })? as usize,
+        _ => return Err(syntax_error()),
+    };
+    Ok((keys, first, count))
+}
+
+/// LMPOP's reply for the first non-empty list, or `None`.
+fn pop_many(ctx: &mut Ctx, args: &[Bytes]) -> Result<Option<Reply>, Reply> {
+    let (keys, left, count) = parse_mpop(args, ["LEFT", "RIGHT"])?;
+    let end = if left { ListEnd::Left } else { ListEnd::Right };
+    for key in keys {
+        let popped = ctx.view().list_pop(key, end, count);
+        let popped = unless_retrying(ctx, popped)?;
+        if !popped.is_empty() {
+            return Ok(Some(Reply::Array(vec![
+                Reply::Bulk(key.clone()),
+                bulks(popped),
+            ])));
+        }
+    }
+    Ok(None)
+}
+
+pub(super) fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(pop_many(ctx, &args[1..])?.unwrap_or(Reply::NilArray))
+}
+
+pub(super) fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let timeout = parse_timeout(&args[1])?;
+    let generation = ctx.shared.write_generation();
+    match pop_many(ctx, &args[2..])? {
+        Some(reply) => Ok(reply),
+        None => block(ctx, timeout, generation, Reply::NilArray),
+    }
 }
 
 #[cfg(test)]

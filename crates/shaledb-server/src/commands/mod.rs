@@ -7,12 +7,15 @@
 //! sees every write to a watched key. Plain reads take no lock. Each module holds the commands
 //! of one Redis type or area; this one holds the table, the dispatcher and the shared helpers.
 
+mod bits;
+mod blocking;
 mod connection;
 mod hashes;
 mod keys;
 mod lists;
 mod server;
 mod sets;
+mod sort;
 mod strings;
 mod transactions;
 mod zsets;
@@ -22,6 +25,7 @@ use crate::config::Config;
 use crate::keyspace::{self, stripe_of, Failure, Keyspace, Tx, View, STRIPES};
 use crate::metrics::Metrics;
 use crate::resp::Reply;
+pub use blocking::Waiter;
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 use shaledb::{Db, ErrorKind};
@@ -29,7 +33,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 pub use transactions::Watches;
 
 /// The Redis version whose commands and replies this server follows.
@@ -122,6 +126,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("DBSIZE", 1, READ, NO_KEYS, server::dbsize),
     spec("FLUSHDB", -1, WRITE, KeySpec::All, server::flushdb),
     spec("FLUSHALL", -1, WRITE, KeySpec::All, server::flushall),
+    spec("SWAPDB", 3, WRITE, KeySpec::All, server::swapdb),
     spec("MULTI", 1, TXN, NO_KEYS, transactions::multi),
     spec("EXEC", 1, TXN, NO_KEYS, transactions::exec),
     spec("DISCARD", 1, TXN, NO_KEYS, transactions::discard),
@@ -153,6 +158,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("RANDOMKEY", 1, READ_SLOW, NO_KEYS, keys::randomkey),
     spec("SCAN", -2, READ_SLOW, NO_KEYS, keys::scan),
     spec("KEYS", 2, READ_SLOW, NO_KEYS, keys::keys),
+    spec("HSCAN", -3, READ_SLOW, ONE, keys::hscan),
+    spec("SSCAN", -3, READ_SLOW, ONE, keys::sscan),
+    spec("ZSCAN", -3, READ_SLOW, ONE, keys::zscan),
     spec("GET", 2, READ, ONE, strings::get),
     spec("SET", -3, WRITE, ONE, strings::set),
     spec("SETNX", 3, WRITE, ONE, strings::setnx),
@@ -180,6 +188,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("SETRANGE", 4, WRITE, ONE, strings::setrange),
     spec("GETRANGE", 4, READ, ONE, strings::getrange),
     spec("SUBSTR", 4, READ, ONE, strings::getrange),
+    spec("GETBIT", 3, READ, ONE, bits::getbit),
+    spec("SETBIT", 4, WRITE, ONE, bits::setbit),
+    spec("BITCOUNT", -2, READ, ONE, bits::bitcount),
+    spec("LCS", -3, READ, KeySpec::Range(1, 2, 1), bits::lcs),
     spec("HSET", -4, WRITE, ONE, hashes::hset),
     spec("HMSET", -4, WRITE, ONE, hashes::hmset),
     spec("HSETNX", 4, WRITE, ONE, hashes::hsetnx),
@@ -194,6 +206,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("HSTRLEN", 3, READ, ONE, hashes::hstrlen),
     spec("HINCRBY", 4, WRITE, ONE, hashes::hincrby),
     spec("HINCRBYFLOAT", 4, WRITE, ONE, hashes::hincrbyfloat),
+    spec("HRANDFIELD", -2, READ, ONE, hashes::hrandfield),
     spec("LPUSH", -3, WRITE, ONE, lists::lpush),
     spec("RPUSH", -3, WRITE, ONE, lists::rpush),
     spec("LPUSHX", -3, WRITE, ONE, lists::lpushx),
@@ -215,6 +228,36 @@ pub static COMMANDS: &[CommandSpec] = &[
         WRITE,
         KeySpec::Range(1, 2, 1),
         lists::rpoplpush,
+    ),
+    spec("BLPOP", -3, WRITE, KeySpec::Range(1, -2, 1), lists::blpop),
+    spec("BRPOP", -3, WRITE, KeySpec::Range(1, -2, 1), lists::brpop),
+    spec("BLMOVE", 6, WRITE, KeySpec::Range(1, 2, 1), lists::blmove),
+    spec(
+        "BRPOPLPUSH",
+        4,
+        WRITE,
+        KeySpec::Range(1, 2, 1),
+        lists::brpoplpush,
+    ),
+    spec(
+        "LMPOP",
+        -4,
+        WRITE,
+        KeySpec::NumKeys {
+            at: 1,
+            store: false,
+        },
+        lists::lmpop,
+    ),
+    spec(
+        "BLMPOP",
+        -5,
+        WRITE,
+        KeySpec::NumKeys {
+            at: 2,
+            store: false,
+        },
+        lists::blmpop,
     ),
     spec("SADD", -3, WRITE, ONE, sets::sadd),
     spec("SREM", -3, WRITE, ONE, sets::srem),
@@ -269,6 +312,118 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("ZREMRANGEBYSCORE", 4, WRITE, ONE, zsets::zremrangebyscore),
     spec("ZREMRANGEBYRANK", 4, WRITE, ONE, zsets::zremrangebyrank),
     spec("ZREMRANGEBYLEX", 4, WRITE, ONE, zsets::zremrangebylex),
+    spec(
+        "BZPOPMIN",
+        -3,
+        WRITE,
+        KeySpec::Range(1, -2, 1),
+        zsets::bzpopmin,
+    ),
+    spec(
+        "BZPOPMAX",
+        -3,
+        WRITE,
+        KeySpec::Range(1, -2, 1),
+        zsets::bzpopmax,
+    ),
+    spec(
+        "ZMPOP",
+        -4,
+        WRITE,
+        KeySpec::NumKeys {
+            at: 1,
+            store: false,
+        },
+        zsets::zmpop,
+    ),
+    spec(
+        "BZMPOP",
+        -5,
+        WRITE,
+        KeySpec::NumKeys {
+            at: 2,
+            store: false,
+        },
+        zsets::bzmpop,
+    ),
+    spec("ZRANDMEMBER", -2, READ, ONE, zsets::zrandmember),
+    spec("SORT", -2, WRITE, KeySpec::All, sort::sort),
+    spec("SORT_RO", -2, READ, ONE, sort::sort_ro),
+    spec(
+        "ZUNION",
+        -3,
+        READ,
+        KeySpec::NumKeys {
+            at: 1,
+            store: false,
+        },
+        zsets::zunion,
+    ),
+    spec(
+        "ZINTER",
+        -3,
+        READ,
+        KeySpec::NumKeys {
+            at: 1,
+            store: false,
+        },
+        zsets::zinter,
+    ),
+    spec(
+        "ZDIFF",
+        -3,
+        READ,
+        KeySpec::NumKeys {
+            at: 1,
+            store: false,
+        },
+        zsets::zdiff,
+    ),
+    spec(
+        "ZUNIONSTORE",
+        -4,
+        WRITE,
+        KeySpec::NumKeys { at: 2, store: true },
+        zsets::zunionstore,
+    ),
+    spec(
+        "ZINTERSTORE",
+        -4,
+        WRITE,
+        KeySpec::NumKeys { at: 2, store: true },
+        zsets::zinterstore,
+    ),
+    spec(
+        "ZDIFFSTORE",
+        -4,
+        WRITE,
+        KeySpec::NumKeys { at: 2, store: true },
+        zsets::zdiffstore,
+    ),
+    spec(
+        "ZINTERCARD",
+        -3,
+        READ,
+        KeySpec::NumKeys {
+            at: 1,
+            store: false,
+        },
+        zsets::zintercard,
+    ),
+    spec(
+        "OBJECT",
+        -2,
+        READ_SLOW,
+        KeySpec::Range(2, 2, 1),
+        keys::object,
+    ),
+    spec(
+        "MEMORY",
+        -2,
+        READ_SLOW,
+        KeySpec::Range(2, 2, 1),
+        keys::memory,
+    ),
 ];
 
 /// State of one client connection.
@@ -287,6 +442,25 @@ pub struct Session {
     multi_failed: bool,
     /// This session's WATCHed keys, and the flag a write to any of them sets.
     watch: transactions::WatchState,
+    /// Set while EXEC runs the queue: blocking commands then answer at once.
+    in_exec: bool,
+    /// Set by a blocking command that found nothing: the connection waits for a write, then
+    /// runs the request again, or answers the block's timeout reply.
+    pub blocked: Option<Blocked>,
+    /// Set while a blocked command runs again: a key that now holds another type is passed
+    /// over (Redis leaves such a client blocked), where the first attempt answers WRONGTYPE.
+    pub block_retry: bool,
+}
+
+/// A client waiting in a blocking command (BLPOP and friends).
+pub struct Blocked {
+    /// How long it may wait at most (`None`: forever), counted from its first attempt.
+    pub timeout: Option<Duration>,
+    /// The write generation its last attempt read at: any later commit may have what it waits
+    /// for.
+    pub generation: u64,
+    /// What it answers when the timeout passes.
+    pub timeout_reply: Reply,
 }
 
 /// Everything connections share.
@@ -309,6 +483,10 @@ pub struct Shared {
     pub commands_processed: AtomicU64,
     pub connections_received: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// Counts commits that wrote: a blocked request queued late compares it with the one it saw.
+    write_generation: AtomicU64,
+    /// Requests waiting in blocking commands.
+    pub waiters: blocking::Waiters,
     pub started: Instant,
 }
 
@@ -340,12 +518,27 @@ type Guards<'a> = Vec<MutexGuard<'a, ()>>;
 
 impl Shared {
     pub fn new(db: Arc<Db>, config: Config) -> Result<Shared, Failure> {
-        let keyspaces = config
+        let mut keyspaces = config
             .kvs_names
             .iter()
             .enumerate()
             .map(|(number, name)| Keyspace::open(db.clone(), db.kvs(name)?, number))
             .collect::<Result<Vec<_>, Failure>>()?;
+        // After SWAPDB a KVS serves another database than the one configured: order by that.
+        keyspaces.sort_by_key(|keyspace| keyspace.number);
+        if let Some((index, keyspace)) = keyspaces
+            .iter()
+            .enumerate()
+            .find(|(index, keyspace)| keyspace.number != *index)
+        {
+            return Err(Failure::Damaged(format!(
+                "KVS {:?} says it serves database {}, but the configured KVSs serve databases \
+                 0..{} with database {index} missing or twice",
+                keyspace.space().kvs.name(),
+                keyspace.number,
+                keyspaces.len()
+            )));
+        }
         let names: Vec<&str> = COMMANDS.iter().map(|command| command.name).collect();
         Ok(Shared {
             metrics: Metrics::new(db.clone(), &names),
@@ -368,6 +561,8 @@ impl Shared {
             commands_processed: AtomicU64::new(0),
             connections_received: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
+            write_generation: AtomicU64::new(0),
+            waiters: blocking::Waiters::default(),
             started: Instant::now(),
         })
     }
@@ -384,6 +579,9 @@ impl Shared {
             multi: None,
             multi_failed: false,
             watch: transactions::WatchState::new(self.watches.clone()),
+            in_exec: false,
+            blocked: None,
+            block_retry: false,
         }
     }
 
@@ -392,8 +590,18 @@ impl Shared {
         self.lookup(request.first()?).map(|index| &COMMANDS[index])
     }
 
-    /// Runs one request and returns its reply.
+    /// Runs one request and returns its reply; then, if it wrote, serves the clients waiting in
+    /// blocking commands.
     pub fn execute(&self, session: &mut Session, args: &[Bytes]) -> Reply {
+        let generation = self.write_generation();
+        let reply = self.execute_one(session, args);
+        if self.write_generation() != generation {
+            self.serve_waiters();
+        }
+        reply
+    }
+
+    fn execute_one(&self, session: &mut Session, args: &[Bytes]) -> Reply {
         let Some(index) = self.lookup(&args[0]) else {
             session.multi_failed |= session.multi.is_some();
             return unknown_command(args);
@@ -418,7 +626,7 @@ impl Shared {
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let guards = if command.writes() {
-            self.lock(session.db, std::iter::once(args), false)
+            self.lock(std::iter::once(args), false)
         } else {
             Vec::new()
         };
@@ -448,12 +656,30 @@ impl Shared {
         (command.handler)(&mut ctx, args)
     }
 
-    /// Commits a transaction and tells WATCHers about the keys it wrote.
+    /// Commits a transaction and tells WATCHers and blocked clients about the keys it wrote.
     fn commit(&self, tx: Tx<'_>) -> Result<(), Reply> {
         let touched = tx.touched().to_vec();
         tx.commit()?;
-        self.watches.touched(&touched);
+        self.wrote(&touched);
         Ok(())
+    }
+
+    fn wrote(&self, touched: &[(usize, Option<Bytes>)]) {
+        if touched.is_empty() {
+            return;
+        }
+        self.watches.touched(touched);
+        self.write_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// After SWAPDB: every database may now hold what a blocked client waits for.
+    fn swapped(&self) {
+        self.write_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The number of commits that wrote so far.
+    pub fn write_generation(&self) -> u64 {
+        self.write_generation.load(Ordering::Acquire)
     }
 
     /// The command-table index of the command `name`, in any letter case.
@@ -468,12 +694,7 @@ impl Shared {
 
     /// Locks the stripes of every key the `requests` name (all stripes when one of them
     /// touches every key, or with `all`), in stripe order, so lockers never deadlock.
-    fn lock<'r>(
-        &self,
-        db: usize,
-        requests: impl Iterator<Item = &'r [Bytes]>,
-        all: bool,
-    ) -> Guards<'_> {
+    fn lock<'r>(&self, requests: impl Iterator<Item = &'r [Bytes]>, all: bool) -> Guards<'_> {
         let mut stripes = Vec::new();
         let mut every = all;
         for args in requests {
@@ -481,7 +702,7 @@ impl Shared {
                 continue;
             };
             match command_keys(command, args) {
-                Some(keys) => stripes.extend(keys.into_iter().map(|key| stripe_of(db, key))),
+                Some(keys) => stripes.extend(keys.into_iter().map(stripe_of)),
                 None => every = true,
             }
         }
@@ -502,12 +723,12 @@ impl Shared {
         let mut removed = 0;
         for space in &self.keyspaces {
             for key in keyspace::expire_due(space, per_database)? {
-                let _guard = self.stripes[stripe_of(space.number, &key)].lock();
+                let _guard = self.stripes[stripe_of(&key)].lock();
                 let mut tx = Tx::new(&self.keyspaces);
                 if tx.on(space.number).remove_if_expired(&key)? {
                     let touched = tx.touched().to_vec();
                     tx.commit()?;
-                    self.watches.touched(&touched);
+                    self.wrote(&touched);
                     removed += 1;
                 }
             }
@@ -672,6 +893,61 @@ fn reply_fits(shared: &Shared, total_bytes: usize) -> Result<(), Reply> {
         )));
     }
     Ok(())
+}
+
+/// A blocking command's timeout argument (seconds, fractions allowed; 0: forever).
+fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, Reply> {
+    let seconds = parse_float(arg)
+        .filter(|seconds| seconds.is_finite())
+        .ok_or_else(|| Reply::error("ERR timeout is not a float or out of range"))?;
+    if seconds < 0.0 {
+        return Err(Reply::error("ERR timeout is negative"));
+    }
+    Ok((seconds > 0.0).then(|| Duration::from_secs_f64(seconds)))
+}
+
+/// Makes the client wait for a write (nothing to pop yet), or inside EXEC answers
+/// `timeout_reply` at once, as Redis does. `generation` is what the command read before it
+/// looked at its keys.
+fn block(
+    ctx: &mut Ctx,
+    timeout: Option<Duration>,
+    generation: u64,
+    timeout_reply: Reply,
+) -> Outcome {
+    if ctx.session.in_exec {
+        return Ok(timeout_reply);
+    }
+    ctx.session.blocked = Some(Blocked {
+        timeout,
+        generation,
+        timeout_reply,
+    });
+    // Not sent: the connection answers when the wait ends.
+    Ok(Reply::Nil)
+}
+
+/// `count` distinct members of `members` chosen at random, in random order.
+fn choose<T>(mut members: Vec<T>, count: usize) -> Vec<T> {
+    let count = count.min(members.len());
+    for index in 0..count {
+        let pick = index + (random_u64() % (members.len() - index) as u64) as usize;
+        members.swap(index, pick);
+    }
+    members.truncate(count);
+    members
+}
+
+fn is_wrong_type(reply: &Reply) -> bool {
+    matches!(reply, Reply::Error(text) if text.starts_with("WRONGTYPE"))
+}
+
+/// For a blocking command: a key of the wrong type counts as empty when it runs again.
+fn unless_retrying<T: Default>(ctx: &Ctx, result: Result<T, Failure>) -> Result<T, Failure> {
+    match result {
+        Err(Failure::WrongType) if ctx.session.block_retry => Ok(T::default()),
+        other => other,
+    }
 }
 
 /// A cheap random number (SPOP, SRANDMEMBER, RANDOMKEY): no cryptographic use.

@@ -1,6 +1,8 @@
 //! Server commands: CONFIG, INFO, TIME, FUNCTION, SCRIPT, DBSIZE, FLUSHDB, FLUSHALL.
 
-use super::{is, syntax_error, wrong_arity, Ctx, Outcome, Shared, COMMANDS, REDIS_VERSION};
+use super::{
+    is, parse_int, syntax_error, wrong_arity, Ctx, Outcome, Shared, COMMANDS, REDIS_VERSION,
+};
 use crate::glob;
 use crate::resp::Reply;
 use bytes::Bytes;
@@ -219,10 +221,11 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
         "clients" => {
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\
                  client_buffers_bytes:{}\r\n\r\n",
                 shared.connected_clients.load(Ordering::Relaxed),
                 shared.config.maxclients,
+                shared.waiters.len(),
                 shared.buffer_budget.used(),
             );
         }
@@ -439,5 +442,36 @@ pub(super) fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     for db in 0..ctx.shared.keyspaces.len() {
         flush(ctx, db)?;
     }
+    Ok(Reply::OK)
+}
+
+/// SWAPDB: the two databases exchange their KVSs, durably; WATCHers of keys that exist in either
+/// see them touched, and clients blocked on either are served if they now can be.
+pub(super) fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let shared = ctx.shared;
+    let mut numbers = [0usize; 2];
+    for (slot, arg) in numbers.iter_mut().zip(&args[1..3]) {
+        *slot = parse_int(arg)
+            .ok()
+            .and_then(|number| usize::try_from(number).ok())
+            .filter(|&number| number < shared.keyspaces.len())
+            .ok_or_else(|| Reply::error("ERR invalid first DB index"))?;
+    }
+    let [first, second] = numbers;
+    if first == second {
+        return Ok(Reply::OK);
+    }
+    for db in [first, second] {
+        let watched = shared.watches.watched_in(db);
+        for key in watched {
+            let exists_here = ctx.tx.on(first).key_type(&key)?.is_some();
+            let exists_there = ctx.tx.on(second).key_type(&key)?.is_some();
+            if exists_here || exists_there {
+                ctx.tx.on(db).touch(&key);
+            }
+        }
+    }
+    shared.keyspaces[first].swap(&shared.keyspaces[second])?;
+    shared.swapped();
     Ok(Reply::OK)
 }

@@ -1,7 +1,7 @@
 //! Set commands.
 
 use super::{
-    bulk_or_nil, bulks, is, parse_int, random_u64, reply_fits, syntax_error, Ctx, Outcome,
+    bulk_or_nil, bulks, choose, is, parse_int, random_u64, reply_fits, syntax_error, Ctx, Outcome,
 };
 use crate::keyspace::KeyType;
 use crate::resp::Reply;
@@ -59,17 +59,6 @@ fn count_arg(args: &[Bytes], repeats_allowed: bool) -> Result<Option<i64>, Reply
         },
         _ => Err(syntax_error()),
     }
-}
-
-/// `count` distinct members of `members` chosen at random, in random order.
-fn choose(mut members: Vec<Bytes>, count: usize) -> Vec<Bytes> {
-    let count = count.min(members.len());
-    for index in 0..count {
-        let pick = index + (random_u64() % (members.len() - index) as u64) as usize;
-        members.swap(index, pick);
-    }
-    members.truncate(count);
-    members
 }
 
 pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -191,7 +180,8 @@ pub(super) fn sdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let numkeys = parse_int(&args[1])?;
+    let numkeys =
+        parse_int(&args[1]).map_err(|_| Reply::error("ERR numkeys should be greater than 0"))?;
     if numkeys <= 0 {
         return Err(Reply::error("ERR numkeys should be greater than 0"));
     }
@@ -206,8 +196,10 @@ pub(super) fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     match rest {
         [] => {}
         [option, value] if is(option, "LIMIT") => {
-            limit = usize::try_from(parse_int(value)?)
-                .map_err(|_| Reply::error("ERR LIMIT can't be negative"))?;
+            limit = parse_int(value)
+                .ok()
+                .and_then(|limit| usize::try_from(limit).ok())
+                .ok_or_else(|| Reply::error("ERR LIMIT can't be negative"))?;
         }
         _ => return Err(syntax_error()),
     }

@@ -8,13 +8,11 @@ use crate::keyspace::{self, now_ms, Failure, SetCondition, SetExpiry};
 use crate::resp::{format_double, Reply};
 use bytes::Bytes;
 
-/// The longest string ShaleDB stores (one engine value).
-const STRING_BYTES_MAX: usize = shaledb::limits::VALUE_BYTES_MAX;
-
-fn too_long() -> Reply {
+/// A string past `max_bulk_bytes` (Redis's proto-max-bulk-len), as Redis words it.
+fn too_long(ctx: &Ctx) -> Reply {
     Reply::error(format!(
-        "ERR string exceeds maximum allowed size (ShaleDB stores strings of up to \
-         {STRING_BYTES_MAX} bytes)"
+        "ERR string exceeds maximum allowed size (proto-max-bulk-len: {} bytes)",
+        ctx.shared.config.max_bulk_bytes
     ))
 }
 
@@ -154,7 +152,7 @@ pub(super) fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             view.persist(&args[1])?;
         }
         Change::At(at) => {
-            view.expire(&args[1], at, keyspace::ExpireCondition::Always)?;
+            view.expire(&args[1], at, keyspace::ExpireCondition::ALWAYS)?;
         }
     }
     Ok(Reply::Bulk(value))
@@ -274,12 +272,14 @@ pub(super) fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn append(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let limit = ctx.shared.config.max_bulk_bytes;
+    let too_long = too_long(ctx);
     let mut view = ctx.view();
     let mut data = view
         .get_string(&args[1])?
         .map_or_else(Vec::new, |value| value.to_vec());
-    if data.len() + args[2].len() > STRING_BYTES_MAX {
-        return Err(too_long());
+    if data.len() + args[2].len() > limit {
+        return Err(too_long);
     }
     data.extend_from_slice(&args[2]);
     view.set_string(&args[1], &data, SetExpiry::Keep)?;
@@ -298,13 +298,15 @@ pub(super) fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
     let offset = offset as usize;
     let patch = &args[3];
+    let limit = ctx.shared.config.max_bulk_bytes;
+    let too_long = too_long(ctx);
     let mut view = ctx.view();
     let old = view.get_string(&args[1])?;
     if patch.is_empty() {
         return Ok(Reply::Integer(old.map_or(0, |old| old.len()) as i64));
     }
-    if offset.saturating_add(patch.len()) > STRING_BYTES_MAX {
-        return Err(too_long());
+    if offset.saturating_add(patch.len()) > limit {
+        return Err(too_long);
     }
     let mut data = old.map_or_else(Vec::new, |old| old.to_vec());
     if data.len() < offset + patch.len() {

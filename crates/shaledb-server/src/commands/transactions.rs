@@ -186,17 +186,14 @@ pub(super) fn exec(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
             .command_of(args)
             .is_some_and(|command| matches!(command.name, "SELECT" | "MOVE" | "SWAPDB"))
     });
-    let guards = shared.lock(
-        ctx.session.db,
-        queue.iter().map(|args| &args[..]),
-        switches_db,
-    );
+    let guards = shared.lock(queue.iter().map(|args| &args[..]), switches_db);
     if ctx.session.watch.is_dirty() {
         end_transaction(ctx.session);
         return Ok(Reply::NilArray);
     }
     let mut tx = Tx::new(&shared.keyspaces);
     let mut replies = Vec::with_capacity(queue.len());
+    ctx.session.in_exec = true;
     for args in &queue {
         let Some(command) = shared.command_of(args) else {
             replies.push(Reply::error("ERR unknown command"));
@@ -211,6 +208,7 @@ pub(super) fn exec(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
             }
         }
     }
+    ctx.session.in_exec = false;
     let committed = shared.commit(tx);
     drop(guards);
     end_transaction(ctx.session);

@@ -1,6 +1,9 @@
 //! Sorted-set commands.
 
-use super::{is, not_float, parse_float, parse_int, reply_fits, syntax_error, Ctx, Outcome};
+use super::{
+    block, choose, is, is_wrong_type, not_float, parse_float, parse_int, parse_timeout, random_u64,
+    reply_fits, syntax_error, Ctx, Outcome,
+};
 use crate::keyspace::{normalize_range, KeyType, LexBound, ScoreBound, View};
 use crate::resp::Reply;
 use bytes::Bytes;
@@ -544,4 +547,368 @@ pub(super) fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 pub(super) fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let (min, max) = lex_bounds(&args[2], &args[3])?;
     remove_range(ctx, &args[1], RangeBy::Lex(min, max))
+}
+
+/// The members of a sorted set, or of a set with scores of 1 (ZUNION and friends take both).
+fn weighted_members(view: &View, key: &[u8]) -> Result<Vec<(Bytes, f64)>, Reply> {
+    match view.key_type(key)? {
+        None => Ok(Vec::new()),
+        Some(KeyType::ZSet) => Ok(view
+            .zset_ranked(key, None, false)?
+            .collect::<Result<Vec<_>, _>>()?),
+        Some(KeyType::Set) => Ok(view
+            .set_members(key)?
+            .into_iter()
+            .map(|member| (member, 1.0))
+            .collect()),
+        Some(_) => Err(crate::keyspace::Failure::WrongType.into()),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Combine {
+    Union,
+    Inter,
+    Diff,
+}
+
+#[derive(Clone, Copy)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+impl Aggregate {
+    fn apply(self, a: f64, b: f64) -> f64 {
+        match self {
+            // inf + -inf is NaN; Redis makes it 0.
+            Aggregate::Sum => {
+                let sum = a + b;
+                if sum.is_nan() {
+                    0.0
+                } else {
+                    sum
+                }
+            }
+            Aggregate::Min => a.min(b),
+            Aggregate::Max => a.max(b),
+        }
+    }
+}
+
+/// Parses `numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]` starting at
+/// `args[0]` (numkeys), combines the inputs and returns the result in member order, and
+/// WITHSCORES.
+fn combine(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    how: Combine,
+    command: &str,
+    allow_scores: bool,
+) -> Result<(Vec<(Bytes, f64)>, bool), Reply> {
+    let numkeys = parse_int(&args[0])?;
+    if numkeys <= 0 {
+        return Err(Reply::error(format!(
+            "ERR at least 1 input key is needed for '{command}' command"
+        )));
+    }
+    let numkeys = numkeys as usize;
+    if numkeys > args.len() - 1 {
+        return Err(syntax_error());
+    }
+    let keys = &args[1..1 + numkeys];
+    let mut weights = vec![1.0; numkeys];
+    let mut aggregate = Aggregate::Sum;
+    let mut with_scores = false;
+    let mut position = 1 + numkeys;
+    while let Some(option) = args.get(position) {
+        if is(option, "WEIGHTS") && how != Combine::Diff && args.len() > position + numkeys {
+            for (index, weight) in args[position + 1..position + 1 + numkeys]
+                .iter()
+                .enumerate()
+            {
+                weights[index] = parse_float(weight)
+                    .ok_or_else(|| Reply::error("ERR weight value is not a float"))?;
+            }
+            position += 1 + numkeys;
+        } else if is(option, "AGGREGATE") && how != Combine::Diff && args.len() > position + 1 {
+            let kind = &args[position + 1];
+            aggregate = if is(kind, "SUM") {
+                Aggregate::Sum
+            } else if is(kind, "MIN") {
+                Aggregate::Min
+            } else if is(kind, "MAX") {
+                Aggregate::Max
+            } else {
+                return Err(syntax_error());
+            };
+            position += 2;
+        } else if is(option, "WITHSCORES") && allow_scores {
+            with_scores = true;
+            position += 1;
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    let view = ctx.view();
+    let mut inputs = Vec::with_capacity(numkeys);
+    for key in keys {
+        inputs.push(weighted_members(&view, key)?);
+    }
+    let mut result: HashMap<Bytes, f64> = HashMap::new();
+    let weighted = |score: f64, weight: f64| {
+        let value = score * weight;
+        if value.is_nan() {
+            0.0
+        } else {
+            value
+        }
+    };
+    match how {
+        Combine::Union => {
+            for (input, weight) in inputs.into_iter().zip(&weights) {
+                for (member, score) in input {
+                    let score = weighted(score, *weight);
+                    result
+                        .entry(member)
+                        .and_modify(|total| *total = aggregate.apply(*total, score))
+                        .or_insert(score);
+                }
+            }
+        }
+        Combine::Inter => {
+            let mut inputs = inputs.into_iter().zip(&weights);
+            if let Some((first, weight)) = inputs.next() {
+                result = first
+                    .into_iter()
+                    .map(|(member, score)| (member, weighted(score, *weight)))
+                    .collect();
+            }
+            for (input, weight) in inputs {
+                let other: HashMap<Bytes, f64> = input.into_iter().collect();
+                result.retain(|member, _| other.contains_key(member));
+                for (member, total) in result.iter_mut() {
+                    *total = aggregate.apply(*total, weighted(other[member], *weight));
+                }
+            }
+        }
+        Combine::Diff => {
+            let mut inputs = inputs.into_iter();
+            result = inputs.next().unwrap_or_default().into_iter().collect();
+            for input in inputs {
+                for (member, _) in input {
+                    result.remove(&member);
+                }
+            }
+        }
+    }
+    let mut members: Vec<(Bytes, f64)> = result.into_iter().collect();
+    members.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    Ok((members, with_scores))
+}
+
+fn combine_reply(ctx: &mut Ctx, args: &[Bytes], how: Combine, command: &str) -> Outcome {
+    let protocol = ctx.session.protocol;
+    let (members, with_scores) = combine(ctx, &args[1..], how, command, true)?;
+    reply_fits(
+        ctx.shared,
+        members.iter().map(|(member, _)| member.len() + 40).sum(),
+    )?;
+    Ok(scored(members, with_scores, protocol))
+}
+
+fn combine_store(ctx: &mut Ctx, args: &[Bytes], how: Combine, command: &str) -> Outcome {
+    let (members, _) = combine(ctx, &args[2..], how, command, false)?;
+    let mut view = ctx.view();
+    view.remove_key(&args[1])?;
+    let mut exists = false;
+    for (member, score) in &members {
+        view.zset_put(&args[1], member, *score, None, &mut exists)?;
+    }
+    Ok(Reply::Integer(members.len() as i64))
+}
+
+pub(super) fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_reply(ctx, args, Combine::Union, "zunion")
+}
+
+pub(super) fn zinter(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_reply(ctx, args, Combine::Inter, "zinter")
+}
+
+pub(super) fn zdiff(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_reply(ctx, args, Combine::Diff, "zdiff")
+}
+
+pub(super) fn zunionstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_store(ctx, args, Combine::Union, "zunionstore")
+}
+
+pub(super) fn zinterstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_store(ctx, args, Combine::Inter, "zinterstore")
+}
+
+pub(super) fn zdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    combine_store(ctx, args, Combine::Diff, "zdiffstore")
+}
+
+pub(super) fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let numkeys =
+        parse_int(&args[1]).map_err(|_| Reply::error("ERR numkeys should be greater than 0"))?;
+    if numkeys <= 0 {
+        return Err(Reply::error(
+            "ERR at least 1 input key is needed for 'zintercard' command",
+        ));
+    }
+    let numkeys = numkeys as usize;
+    if numkeys > args.len() - 2 {
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    let mut limit = 0usize;
+    match &args[2 + numkeys..] {
+        [] => {}
+        [option, value] if is(option, "LIMIT") => {
+            limit = parse_int(value)
+                .ok()
+                .and_then(|limit| usize::try_from(limit).ok())
+                .ok_or_else(|| Reply::error("ERR LIMIT can't be negative"))?;
+        }
+        _ => return Err(syntax_error()),
+    }
+    let (members, _) = combine(
+        ctx,
+        &args[1..2 + numkeys],
+        Combine::Inter,
+        "zintercard",
+        false,
+    )?;
+    let count = if limit == 0 {
+        members.len()
+    } else {
+        members.len().min(limit)
+    };
+    Ok(Reply::Integer(count as i64))
+}
+
+/// A key and the members popped from it, with their scores.
+type Popped = (Bytes, Vec<(Bytes, f64)>);
+
+/// The lowest (or highest) `count` members of the first non-empty sorted set of `keys`,
+/// removed; `None` when all are empty.
+fn pop_first(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    highest: bool,
+    count: usize,
+) -> Result<Option<Popped>, Reply> {
+    for key in keys {
+        let range = Range {
+            by: RangeBy::Rank(0, count as i64 - 1),
+            reverse: highest,
+            offset: 0,
+            limit: None,
+        };
+        let members = match range.members(&ctx.view(), key) {
+            Err(wrong_type) if ctx.session.block_retry && is_wrong_type(&wrong_type) => continue,
+            other => other?,
+        };
+        let mut view = ctx.view();
+        if members.is_empty() {
+            continue;
+        }
+        for (member, score) in &members {
+            view.zset_remove(key, member, *score)?;
+        }
+        return Ok(Some((key.clone(), members)));
+    }
+    Ok(None)
+}
+
+fn blocking_pop(ctx: &mut Ctx, args: &[Bytes], highest: bool) -> Outcome {
+    let timeout = parse_timeout(&args[args.len() - 1])?;
+    let generation = ctx.shared.write_generation();
+    match pop_first(ctx, &args[1..args.len() - 1], highest, 1)? {
+        Some((key, members)) => {
+            let (member, score) = members.into_iter().next().expect("one member");
+            Ok(Reply::Array(vec![
+                Reply::Bulk(key),
+                Reply::Bulk(member),
+                Reply::Double(score),
+            ]))
+        }
+        None => block(ctx, timeout, generation, Reply::NilArray),
+    }
+}
+
+pub(super) fn bzpopmin(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    blocking_pop(ctx, args, false)
+}
+
+pub(super) fn bzpopmax(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    blocking_pop(ctx, args, true)
+}
+
+fn pop_many(ctx: &mut Ctx, args: &[Bytes]) -> Result<Option<Reply>, Reply> {
+    let (keys, lowest, count) = super::lists::parse_mpop(args, ["MIN", "MAX"])?;
+    Ok(pop_first(ctx, keys, !lowest, count)?.map(|(key, members)| {
+        let pairs = members
+            .into_iter()
+            .map(|(member, score)| Reply::Array(vec![Reply::Bulk(member), Reply::Double(score)]))
+            .collect();
+        Reply::Array(vec![Reply::Bulk(key), Reply::Array(pairs)])
+    }))
+}
+
+pub(super) fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    Ok(pop_many(ctx, &args[1..])?.unwrap_or(Reply::NilArray))
+}
+
+pub(super) fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let timeout = parse_timeout(&args[1])?;
+    let generation = ctx.shared.write_generation();
+    match pop_many(ctx, &args[2..])? {
+        Some(reply) => Ok(reply),
+        None => block(ctx, timeout, generation, Reply::NilArray),
+    }
+}
+
+pub(super) fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let (count, with_scores) = match args.len() {
+        2 => (None, false),
+        3 => (Some(parse_int(&args[2])?), false),
+        4 if is(&args[3], "WITHSCORES") => (Some(parse_int(&args[2])?), true),
+        _ => return Err(syntax_error()),
+    };
+    if count.is_some_and(|count| count.unsigned_abs() > (i64::MAX as u64) / 2) {
+        return Err(Reply::error("ERR value is out of range"));
+    }
+    let protocol = ctx.session.protocol;
+    let view = ctx.view();
+    let members: Vec<(Bytes, f64)> = if view.check_type(&args[1], KeyType::ZSet)? {
+        view.zset_ranked(&args[1], None, false)?
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let Some(count) = count else {
+        return Ok(choose(members, 1)
+            .into_iter()
+            .next()
+            .map_or(Reply::Nil, |(member, _)| Reply::Bulk(member)));
+    };
+    let chosen = if count >= 0 {
+        choose(members, count as usize)
+    } else if members.is_empty() {
+        Vec::new()
+    } else {
+        let wanted = count.unsigned_abs() as usize;
+        reply_fits(ctx.shared, wanted.saturating_mul(16))?;
+        (0..wanted)
+            .map(|_| members[(random_u64() % members.len() as u64) as usize].clone())
+            .collect()
+    };
+    Ok(scored(chosen, with_scores, protocol))
 }

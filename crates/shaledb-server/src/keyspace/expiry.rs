@@ -9,18 +9,33 @@ use super::tx::View;
 use super::{damaged, now_ms, read_u64, Keyspace, Result, EXPIRY_QUEUE};
 use bytes::Bytes;
 
-/// EXPIRE's NX, XX, GT and LT options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExpireCondition {
-    Always,
+/// EXPIRE's NX, XX, GT and LT options (XX combines with GT or LT; NX with neither).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireCondition {
     /// Only if the key has no expiry.
-    IfNone,
+    pub if_none: bool,
     /// Only if the key has an expiry.
-    IfSome,
+    pub if_some: bool,
     /// Only if the new time is later (no expiry counts as infinitely late).
-    IfLater,
+    pub if_later: bool,
     /// Only if the new time is earlier.
-    IfEarlier,
+    pub if_earlier: bool,
+}
+
+impl ExpireCondition {
+    pub const ALWAYS: ExpireCondition = ExpireCondition {
+        if_none: false,
+        if_some: false,
+        if_later: false,
+        if_earlier: false,
+    };
+
+    fn allows(&self, old: Option<u64>, at: u64) -> bool {
+        !(self.if_none && old.is_some()
+            || self.if_some && old.is_none()
+            || self.if_later && old.is_none_or(|old| at <= old)
+            || self.if_earlier && old.is_some_and(|old| at >= old))
+    }
 }
 
 impl View<'_, '_> {
@@ -31,15 +46,7 @@ impl View<'_, '_> {
             return Ok(false);
         }
         let old = self.expires_at(key)?;
-        let allowed = match (condition, old) {
-            (ExpireCondition::Always, _) => true,
-            (ExpireCondition::IfNone, old) => old.is_none(),
-            (ExpireCondition::IfSome, old) => old.is_some(),
-            (ExpireCondition::IfLater, Some(old)) => at > old,
-            (ExpireCondition::IfLater, None) => false,
-            (ExpireCondition::IfEarlier, Some(old)) => at < old,
-            (ExpireCondition::IfEarlier, None) => true,
-        };
+        let allowed = condition.allows(old, at);
         if !allowed {
             return Ok(false);
         }
@@ -74,7 +81,7 @@ impl View<'_, '_> {
 pub fn expire_due(space: &Keyspace, limit: usize) -> Result<Vec<Bytes>> {
     let now = now_ms();
     let mut due = Vec::new();
-    for record in space.kvs.prefix([EXPIRY_QUEUE]).keys().take(limit) {
+    for record in space.space().kvs.prefix([EXPIRY_QUEUE]).keys().take(limit) {
         let record = record?;
         let at = read_u64(&record[1..], "an expiry queue entry")?;
         if at > now {

@@ -4,7 +4,9 @@
 //!
 //! | record key                            | value                       | holds                   |
 //! |---------------------------------------|-----------------------------|-------------------------|
-//! | `0` base `s`                          | the string                  | a string                |
+//! | `0` base `s`                          | the string                  | a string of <= 512 KiB  |
+//! | `0` base `c`                          | length (8-byte BE)          | a longer string ...     |
+//! | `0` base `d` chunk (4-byte BE)        | 512 KiB of it               | ... in chunks           |
 //! | `0` base `h` field                    | the field's value           | one hash field          |
 //! | `0` base `L`                          | head, tail (2 x 8-byte BE)  | a list's bounds         |
 //! | `0` base `l` position (8-byte sortable) | the element               | one list element        |
@@ -15,6 +17,7 @@
 //! | `1` unix ms (8-byte BE) base          | empty                       | the expiry queue        |
 //! | `2` stripe (2-byte BE)                | count (8-byte BE)           | live keys of a stripe   |
 //! | `3layout`                             | `shale-redis-layout 2 4096` | this layout's version   |
+//! | `3database`                           | number (2-byte BE)          | the database served     |
 //!
 //! A key's *base* is its length as a 4-byte big-endian number, then the key; the base's first
 //! byte is the class byte `0`, since keys are at most 1 KiB. All records of one Redis key are
@@ -44,6 +47,7 @@ pub use tx::{KeyRecords, Savepoint, Tx, View};
 pub use zsets::{LexBound, Ranked, ScoreBound};
 
 use bytes::Bytes;
+use parking_lot::RwLock;
 use shaledb::{Db, Kvs};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -55,11 +59,16 @@ const DATA: u8 = 0;
 const EXPIRY_QUEUE: u8 = 1;
 const KEY_COUNTS: u8 = 2;
 const LAYOUT_KEY: &[u8] = b"\x03layout";
+/// Which database a KVS serves (2-byte BE): SWAPDB rewrites it.
+const DATABASE_KEY: &[u8] = b"\x03database";
 const LAYOUT_VALUE: &str = "shale-redis-layout 2 4096";
 
 /// The tag byte after a key's base.
 mod tag {
     pub const STRING: u8 = b's';
+    /// A string longer than one engine value: its length, its chunks under `STRING_CHUNK`.
+    pub const CHUNKED_STRING: u8 = b'c';
+    pub const STRING_CHUNK: u8 = b'd';
     pub const HASH_FIELD: u8 = b'h';
     pub const LIST_BOUNDS: u8 = b'L';
     pub const LIST_ITEM: u8 = b'l';
@@ -109,7 +118,7 @@ impl KeyType {
 
     fn of_tag(tag: u8) -> Option<KeyType> {
         match tag {
-            tag::STRING => Some(KeyType::String),
+            tag::STRING | tag::CHUNKED_STRING => Some(KeyType::String),
             tag::HASH_FIELD => Some(KeyType::Hash),
             tag::LIST_BOUNDS | tag::LIST_ITEM => Some(KeyType::List),
             tag::SET_MEMBER => Some(KeyType::Set),
@@ -146,10 +155,12 @@ pub fn now_ms() -> u64 {
         .map_or(0, |elapsed| elapsed.as_millis() as u64)
 }
 
-/// The stripe of `key` in database `db`: locks and key counts are kept per stripe.
-pub fn stripe_of(db: usize, key: &[u8]) -> usize {
+/// The stripe of `key`: locks and key counts are kept per stripe. It does not depend on the
+/// database, so a database's counts stay valid when SWAPDB gives it another number, and the lock
+/// a writer holds is always the lock of the counts it changes.
+pub fn stripe_of(key: &[u8]) -> usize {
     // FNV-1a: cheap, spreads keys well, and stable across restarts (key counts depend on it).
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ db as u64;
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &byte in key {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
@@ -204,39 +215,94 @@ fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
         .ok_or_else(|| damaged(what, bytes))
 }
 
-/// One Redis database: a KVS holding records in the layout above, and its key counts.
-pub struct Keyspace {
-    pub db: Arc<Db>,
+/// A KVS holding one database's records, and its key counts.
+pub struct Space {
     pub kvs: Kvs,
-    pub number: usize,
     /// Live keys per stripe, as stored in the `2` records (changed under the stripe's lock).
     counts: Vec<AtomicI64>,
 }
 
+/// One Redis database: the [`Space`] that serves it now (SWAPDB exchanges two).
+pub struct Keyspace {
+    pub db: Arc<Db>,
+    pub number: usize,
+    space: RwLock<Arc<Space>>,
+}
+
 impl Keyspace {
-    /// Opens database `number` on `kvs`: checks the layout (upgrading layout 1 in place), and
-    /// loads the key counts.
+    /// Opens `kvs`, configured as database `number`: checks the layout (upgrading layout 1 in
+    /// place) and loads the key counts. Returns it with the database it serves, which differs
+    /// from `number` after a SWAPDB.
     pub fn open(db: Arc<Db>, kvs: Kvs, number: usize) -> Result<Keyspace> {
-        let keyspace = Keyspace {
-            db,
+        let space = Space {
             kvs,
-            number,
             counts: (0..STRIPES).map(|_| AtomicI64::new(0)).collect(),
         };
-        match keyspace.kvs.get(LAYOUT_KEY)? {
-            Some(value) if value == LAYOUT_VALUE.as_bytes() => keyspace.load_counts()?,
+        match space.kvs.get(LAYOUT_KEY)? {
+            Some(value) if value == LAYOUT_VALUE.as_bytes() => space.load_counts()?,
             Some(value) => {
                 return Err(Failure::Damaged(format!(
                     "KVS {:?} holds Redis data in an unknown layout {:?} (this server reads {LAYOUT_VALUE:?})",
-                    keyspace.kvs.name(),
+                    space.kvs.name(),
                     String::from_utf8_lossy(&value)
                 )))
             }
-            None => keyspace.upgrade_from_layout_1()?,
+            None => space.upgrade_from_layout_1(&db, number)?,
         }
-        Ok(keyspace)
+        let serves = match space.kvs.get(DATABASE_KEY)? {
+            Some(value) if value.len() == 2 => u16::from_be_bytes([value[0], value[1]]) as usize,
+            Some(value) => return Err(damaged("a database number", &value)),
+            None => {
+                space.kvs.put(DATABASE_KEY, (number as u16).to_be_bytes())?;
+                number
+            }
+        };
+        Ok(Keyspace {
+            db,
+            number: serves,
+            space: RwLock::new(Arc::new(space)),
+        })
     }
 
+    /// The space serving this database now.
+    pub fn space(&self) -> Arc<Space> {
+        self.space.read().clone()
+    }
+
+    /// SWAPDB: `self` and `other` exchange their spaces, durably (one batch rewrites both
+    /// spaces' database records). The caller holds every stripe lock.
+    pub fn swap(&self, other: &Keyspace) -> Result<()> {
+        let (mine, theirs) = (self.space(), other.space());
+        let mut batch = shaledb::WriteBatch::new();
+        batch.put(&mine.kvs, DATABASE_KEY, (other.number as u16).to_be_bytes());
+        batch.put(
+            &theirs.kvs,
+            DATABASE_KEY,
+            (self.number as u16).to_be_bytes(),
+        );
+        self.db.write(batch)?;
+        *self.space.write() = theirs;
+        *other.space.write() = mine;
+        Ok(())
+    }
+
+    /// Live keys (those past their expiry but not yet removed included, as in Redis).
+    pub fn key_count(&self) -> u64 {
+        self.space().key_count()
+    }
+
+    /// Keys with an expiry time (a walk of the expiry queue's keys, no value reads).
+    pub fn keys_with_expiry(&self) -> Result<u64> {
+        let mut count = 0;
+        for key in self.space().kvs.prefix([EXPIRY_QUEUE]).keys() {
+            key?;
+            count += 1;
+        }
+        Ok(count)
+    }
+}
+
+impl Space {
     fn load_counts(&self) -> Result<()> {
         for item in self.kvs.prefix([KEY_COUNTS]) {
             let (record, value) = item?;
@@ -254,7 +320,7 @@ impl Keyspace {
     /// Rewrites a database of layout 1 (no layout record, strings with a TTL under tag `x`, no
     /// key counts) into this layout; a new database just gets its layout record. Idempotent: a
     /// crash midway leaves no layout record, and the next open upgrades again.
-    fn upgrade_from_layout_1(&self) -> Result<()> {
+    fn upgrade_from_layout_1(&self, db: &Arc<Db>, number: usize) -> Result<()> {
         if let Some(record) = self.kvs.range(vec![DATA + 1]..).keys().next() {
             return Err(damaged(
                 &format!(
@@ -265,14 +331,24 @@ impl Keyspace {
             ));
         }
         let mut counts = vec![0i64; STRIPES];
-        let mut tx = Tx::new(std::slice::from_ref(self));
+        // The upgrade writes through a keyspace of its own on this space, before any client.
+        let this = Keyspace {
+            db: db.clone(),
+            number,
+            space: RwLock::new(Arc::new(Space {
+                kvs: self.kvs.clone(),
+                counts: (0..STRIPES).map(|_| AtomicI64::new(0)).collect(),
+            })),
+        };
+        let spaces = std::slice::from_ref(&this);
+        let mut tx = Tx::new(spaces);
         let mut last_key: Option<Vec<u8>> = None;
         for record in self.kvs.prefix([DATA]).keys() {
             let record = record?;
             let (key, record_tag, _) = split_record_key(&record)
                 .ok_or_else(|| damaged("a layout-1 record without a key", &record))?;
             if last_key.as_deref() != Some(key) {
-                counts[stripe_of(self.number, key)] += 1;
+                counts[stripe_of(key)] += 1;
                 last_key = Some(key.to_vec());
             }
             if record_tag == tag::LAYOUT_1_STRING_WITH_TTL {
@@ -281,12 +357,12 @@ impl Keyspace {
                     .get(&record)?
                     .ok_or_else(|| damaged("a layout-1 record vanished", &record))?;
                 let expires_at = read_u64(&value, "a layout-1 expiry")?;
-                let mut view = tx.on(self.number);
+                let mut view = tx.on(0);
                 view.delete_record(&record);
                 view.put_record(record_key(key, tag::STRING, &[])?, value.slice(8..));
                 view.write_expiry(key, None, Some(expires_at))?;
                 if tx.write_count() >= 1000 {
-                    std::mem::replace(&mut tx, Tx::new(std::slice::from_ref(self))).commit()?;
+                    std::mem::replace(&mut tx, Tx::new(spaces)).commit()?;
                 }
             }
         }
@@ -299,28 +375,17 @@ impl Keyspace {
             }
         }
         batch.put(&self.kvs, LAYOUT_KEY, LAYOUT_VALUE);
-        self.db.write(batch)?;
+        db.write(batch)?;
         Ok(())
     }
 
-    /// Live keys (those past their expiry but not yet removed included, as in Redis).
-    pub fn key_count(&self) -> u64 {
+    fn key_count(&self) -> u64 {
         let total: i64 = self
             .counts
             .iter()
             .map(|count| count.load(Ordering::Relaxed))
             .sum();
         total.max(0) as u64
-    }
-
-    /// Keys with an expiry time (a walk of the expiry queue's keys, no value reads).
-    pub fn keys_with_expiry(&self) -> Result<u64> {
-        let mut count = 0;
-        for key in self.kvs.prefix([EXPIRY_QUEUE]).keys() {
-            key?;
-            count += 1;
-        }
-        Ok(count)
     }
 }
 

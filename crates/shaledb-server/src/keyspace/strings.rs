@@ -1,8 +1,11 @@
 //! Strings: one record per string (`base s`), its expiry kept apart like every type's.
 
 use super::tx::View;
-use super::{now_ms, record_key, tag, KeyType, Result};
-use bytes::Bytes;
+use super::{damaged, now_ms, read_u64, record_key, tag, KeyType, Result};
+use bytes::{Bytes, BytesMut};
+
+/// Strings up to this long are one record; longer ones are cut into chunks of this size.
+const CHUNK_BYTES: usize = 512 << 10;
 
 /// A string and its expiry time, if it has one.
 #[derive(Debug, Clone)]
@@ -33,15 +36,42 @@ pub enum SetExpiry {
 impl View<'_, '_> {
     /// The string at `key`; none when missing or expired; WRONGTYPE for other types.
     pub fn get_string(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        if let Some(data) = self.record(&record_key(key, tag::STRING, &[])?)? {
-            if self.expires_at(key)?.is_some_and(|at| at <= now_ms()) {
-                return Ok(None);
-            }
-            return Ok(Some(data));
+        let data = match self.record(&record_key(key, tag::STRING, &[])?)? {
+            Some(data) => data,
+            // A miss: only now pay the seek that tells a missing or long string from another type.
+            None => match self.check_type(key, KeyType::String)? {
+                false => return Ok(None),
+                true => self.read_chunks(key)?,
+            },
+        };
+        if self.expires_at(key)?.is_some_and(|at| at <= now_ms()) {
+            return Ok(None);
         }
-        // A miss: only now pay the seek that tells a missing key from one of another type.
-        self.check_type(key, KeyType::String)?;
-        Ok(None)
+        Ok(Some(data))
+    }
+
+    /// A chunked string, whole.
+    fn read_chunks(&self, key: &[u8]) -> Result<Bytes> {
+        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
+        let value = self
+            .record(&header)?
+            .ok_or_else(|| damaged("a string without its record", &header))?;
+        let length = read_u64(&value, "a chunked string's length")? as usize;
+        let mut data = BytesMut::with_capacity(length);
+        let from = record_key(key, tag::STRING_CHUNK, &[])?;
+        let to = record_key(key, tag::STRING_CHUNK + 1, &[])?;
+        for (index, item) in self.records(from, to, true).enumerate() {
+            let (record, chunk) = item?;
+            let expected = record_key(key, tag::STRING_CHUNK, &(index as u32).to_be_bytes())?;
+            if record != expected {
+                return Err(damaged("a chunk out of place in a long string", &record));
+            }
+            data.extend_from_slice(&chunk);
+        }
+        if data.len() != length {
+            return Err(damaged("a long string whose chunks miss bytes", &header));
+        }
+        Ok(data.freeze())
     }
 
     /// The string at `key` with its expiry time.
@@ -58,6 +88,7 @@ impl View<'_, '_> {
     /// Sets `key` to a string, replacing whatever it held, of any type.
     pub fn set_string(&mut self, key: &[u8], data: &[u8], expiry: SetExpiry) -> Result<()> {
         let record = record_key(key, tag::STRING, &[])?;
+        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
         let old_expiry = self.expires_at(key)?;
         let expired = old_expiry.is_some_and(|at| at <= now_ms());
         let new_expiry = match expiry {
@@ -66,7 +97,8 @@ impl View<'_, '_> {
             SetExpiry::Keep => old_expiry,
             SetExpiry::At(at) => Some(at),
         };
-        if self.record_exists(&record)? {
+        let chunked = self.record_exists(&header)?;
+        if chunked || self.record_exists(&record)? {
             // A string (live or past its time) is overwritten in place: the key stays counted.
             self.write_expiry(key, old_expiry, new_expiry)?;
         } else {
@@ -74,7 +106,23 @@ impl View<'_, '_> {
             self.created(key);
             self.write_expiry(key, None, new_expiry)?;
         }
-        self.put_record(record, Bytes::copy_from_slice(data));
+        if chunked {
+            self.delete_record(&header);
+            self.clear(record_key(key, tag::STRING_CHUNK, &[])?);
+        }
+        if data.len() <= CHUNK_BYTES {
+            self.put_record(record, Bytes::copy_from_slice(data));
+        } else {
+            self.delete_record(&record);
+            self.put_record(
+                header,
+                Bytes::copy_from_slice(&(data.len() as u64).to_be_bytes()),
+            );
+            for (index, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
+                let chunk_key = record_key(key, tag::STRING_CHUNK, &(index as u32).to_be_bytes())?;
+                self.put_record(chunk_key, Bytes::copy_from_slice(chunk));
+            }
+        }
         self.touch(key);
         Ok(())
     }

@@ -7,6 +7,7 @@
 //! once. Plain reads take no lock: they see a key before a batch or after it, never within.
 
 use super::records::{Base, Records};
+use super::Space;
 use super::{
     base, count_key, damaged, key_end, read_u64, record_key, tag, KeyType, Keyspace, Result, DATA,
     EXPIRY_QUEUE, KEY_COUNTS,
@@ -16,6 +17,7 @@ use shaledb::WriteBatch;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Writes buffered across the databases of one command or transaction.
 pub struct Tx<'s> {
@@ -65,18 +67,19 @@ impl<'s> Tx<'s> {
             return Ok(());
         }
         let mut batch = WriteBatch::new();
+        let spaces: Vec<Arc<Space>> = self.spaces.iter().map(Keyspace::space).collect();
         for (db, prefix) in &self.cleared {
-            batch.prefix_delete(&self.spaces[*db].kvs, prefix);
+            batch.prefix_delete(&spaces[*db].kvs, prefix);
         }
         for ((db, key), value) in &self.writes {
             match value {
-                Some(value) => batch.put(&self.spaces[*db].kvs, key, value),
-                None => batch.delete(&self.spaces[*db].kvs, key),
+                Some(value) => batch.put(&spaces[*db].kvs, key, value),
+                None => batch.delete(&spaces[*db].kvs, key),
             }
         }
         let mut new_counts = Vec::new();
         for (&(db, stripe), &delta) in &self.count_deltas {
-            let space = &self.spaces[db];
+            let space = &spaces[db];
             let before = if self.flushed.contains(&db) {
                 0
             } else {
@@ -86,18 +89,14 @@ impl<'s> Tx<'s> {
             batch.put(&space.kvs, count_key(stripe), (count as u64).to_be_bytes());
             new_counts.push((db, stripe, count));
         }
-        let any_space = &self.spaces[self.cleared.first().map_or_else(
-            || self.writes.keys().next().map_or(0, |(db, _)| *db),
-            |(db, _)| *db,
-        )];
-        any_space.db.write(batch)?;
+        self.spaces[0].db.write(batch)?;
         for db in &self.flushed {
-            for count in &self.spaces[*db].counts {
+            for count in &spaces[*db].counts {
                 count.store(0, Ordering::Relaxed);
             }
         }
         for (db, stripe, count) in new_counts {
-            self.spaces[db].counts[stripe].store(count, Ordering::Relaxed);
+            spaces[db].counts[stripe].store(count, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -139,8 +138,8 @@ pub struct View<'t, 's> {
 }
 
 impl<'t, 's> View<'t, 's> {
-    pub(super) fn space(&self) -> &'s Keyspace {
-        &self.tx.spaces[self.db]
+    pub(super) fn space(&self) -> Arc<Space> {
+        self.tx.spaces[self.db].space()
     }
 
     fn is_cleared(&self, record: &[u8]) -> bool {
@@ -237,7 +236,7 @@ impl<'t, 's> View<'t, 's> {
     }
 
     /// Deletes every record under `prefix`, including this transaction's own.
-    fn clear(&mut self, prefix: Vec<u8>) {
+    pub(super) fn clear(&mut self, prefix: Vec<u8>) {
         let db = self.db;
         let doomed: Vec<(usize, Vec<u8>)> = self
             .tx
@@ -261,13 +260,13 @@ impl<'t, 's> View<'t, 's> {
 
     /// Notes that `key` now exists where it did not.
     pub(super) fn created(&mut self, key: &[u8]) {
-        let stripe = super::stripe_of(self.db, key);
+        let stripe = super::stripe_of(key);
         *self.tx.count_deltas.entry((self.db, stripe)).or_default() += 1;
     }
 
     /// Notes that `key` no longer exists.
     fn removed(&mut self, key: &[u8]) {
-        let stripe = super::stripe_of(self.db, key);
+        let stripe = super::stripe_of(key);
         *self.tx.count_deltas.entry((self.db, stripe)).or_default() -= 1;
     }
 
@@ -468,6 +467,61 @@ pub struct KeyRecords {
     /// Each record's tag and suffix, with its value.
     records: Vec<(Vec<u8>, Bytes)>,
     pub expires_at: Option<u64>,
+}
+
+/// Members of a collection with their values, and where the next page starts (`None`: done).
+pub type MemberPage = (Vec<(Bytes, Bytes)>, Option<Vec<u8>>);
+
+impl View<'_, '_> {
+    /// Up to `count` members of the collection `key` (hash fields with values, set members,
+    /// sorted-set members with their scores' 8 bytes) from `resume` (a record key this returned;
+    /// empty to start), and where to resume, or `None` at the end. WRONGTYPE unless `kind`.
+    pub fn scan_members(
+        &self,
+        key: &[u8],
+        kind: KeyType,
+        resume: &[u8],
+        count: usize,
+    ) -> Result<MemberPage> {
+        let member_tag = match kind {
+            KeyType::Hash => tag::HASH_FIELD,
+            KeyType::Set => tag::SET_MEMBER,
+            KeyType::ZSet => tag::ZSET_MEMBER,
+            KeyType::String | KeyType::List => return Err(super::Failure::WrongType),
+        };
+        if !self.check_type(key, kind)? {
+            return Ok((Vec::new(), None));
+        }
+        let prefix = record_key(key, member_tag, &[])?;
+        let start = if resume.is_empty() {
+            prefix.clone()
+        } else if resume.starts_with(&prefix) {
+            resume.to_vec()
+        } else {
+            return Err(super::Failure::Invalid("ERR invalid cursor".into()));
+        };
+        let values = kind != KeyType::Set;
+        let mut out = Vec::new();
+        for item in self.records(start, record_key(key, member_tag + 1, &[])?, values) {
+            let (record, value) = item?;
+            if out.len() == count {
+                return Ok((out, Some(record.to_vec())));
+            }
+            out.push((record.slice(prefix.len()..), value));
+        }
+        Ok((out, None))
+    }
+}
+
+impl KeyRecords {
+    /// The bytes of these records' keys and values, as the engine stores them before its own
+    /// framing and compression (MEMORY USAGE).
+    pub fn bytes(&self, key: &[u8]) -> usize {
+        self.records
+            .iter()
+            .map(|(suffix, value)| 4 + key.len() + suffix.len() + value.len())
+            .sum()
+    }
 }
 
 impl View<'_, '_> {
