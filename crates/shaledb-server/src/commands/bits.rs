@@ -1,6 +1,6 @@
 //! Bit and sequence commands on strings: SETBIT, GETBIT, BITCOUNT, LCS.
 
-use super::{is, parse_int, syntax_error, Ctx, Outcome};
+use super::{clamp_range, is, parse_int, syntax_error, Ctx, Outcome};
 use crate::keyspace::{Failure, KeyType, SetExpiry};
 use crate::resp::Reply;
 use bytes::Bytes;
@@ -60,26 +60,16 @@ pub(super) fn bitcount(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             value.iter().map(|byte| byte.count_ones() as i64).sum(),
         ));
     };
-    let len = if bits { value.len() * 8 } else { value.len() } as i64;
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let end = if end < 0 {
-        (len + end).max(0)
-    } else {
-        end.min(len - 1)
-    };
-    if start > end || len == 0 {
+    let len = if bits { value.len() * 8 } else { value.len() };
+    let Some((start, end)) = clamp_range(start, end, len) else {
         return Ok(Reply::Integer(0));
-    }
+    };
     let count: i64 = if bits {
         (start..=end)
-            .filter(|bit| value[*bit as usize / 8] >> (7 - bit % 8) & 1 == 1)
+            .filter(|bit| value[bit / 8] >> (7 - bit % 8) & 1 == 1)
             .count() as i64
     } else {
-        value[start as usize..=end as usize]
+        value[start..=end]
             .iter()
             .map(|byte| byte.count_ones() as i64)
             .sum()

@@ -2,8 +2,8 @@
 
 use super::strings::format_float_result;
 use super::{
-    bulk_or_nil, bulks, choose, is, not_float, parse_float, parse_int, random_u64, reply_fits,
-    syntax_error, wrong_arity, Ctx, Outcome,
+    bulk_or_nil, bulks, choose, not_float, parse_float, parse_int, random_args, random_items,
+    reply_fits, wrong_arity, Ctx, Outcome,
 };
 use crate::keyspace;
 use crate::resp::Reply;
@@ -128,15 +128,7 @@ pub(super) fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let (count, with_values) = match args.len() {
-        2 => (None, false),
-        3 => (Some(parse_int(&args[2])?), false),
-        4 if is(&args[3], "WITHVALUES") => (Some(parse_int(&args[2])?), true),
-        _ => return Err(syntax_error()),
-    };
-    if count.is_some_and(|count| count.unsigned_abs() > (i64::MAX as u64) / 2) {
-        return Err(Reply::error("ERR value is out of range"));
-    }
+    let (count, with_values) = random_args(args, "WITHVALUES")?;
     let protocol = ctx.session.protocol;
     let pairs = ctx.view().hash_all(&args[1])?;
     let Some(count) = count else {
@@ -144,17 +136,7 @@ pub(super) fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             choose(pairs, 1).into_iter().next().map(|(field, _)| field),
         ));
     };
-    let chosen: Vec<(Bytes, Bytes)> = if count >= 0 {
-        choose(pairs, count as usize)
-    } else if pairs.is_empty() {
-        Vec::new()
-    } else {
-        let wanted = count.unsigned_abs() as usize;
-        reply_fits(ctx.shared, wanted.saturating_mul(16))?;
-        (0..wanted)
-            .map(|_| pairs[(random_u64() % pairs.len() as u64) as usize].clone())
-            .collect()
-    };
+    let chosen = random_items(ctx.shared, pairs, count)?;
     let mut items = Vec::with_capacity(chosen.len() * 2);
     for (field, value) in chosen {
         match (with_values, protocol >= 3) {

@@ -950,6 +950,85 @@ fn unless_retrying<T: Default>(ctx: &Ctx, result: Result<T, Failure>) -> Result<
     }
 }
 
+/// GETRANGE's and BITCOUNT's reading of `start..=end` over `len` items (negative: from the end):
+/// the first and last index, or `None` for nothing.
+fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    if len == 0 || (start < 0 && end < 0 && start > end) {
+        return None;
+    }
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 {
+        (len + end).max(0)
+    } else {
+        end.min(len - 1)
+    };
+    (start <= end).then_some((start as usize, end as usize))
+}
+
+/// SINTERCARD's and ZINTERCARD's `numkeys key... [LIMIT n]` from `args[1]`: the keys and the
+/// limit (0: none). `no_keys` is the command's error for a numkeys below 1.
+fn intercard_args<'a>(args: &'a [Bytes], no_keys: &str) -> Result<(&'a [Bytes], usize), Reply> {
+    let numkeys =
+        parse_int(&args[1]).map_err(|_| Reply::error("ERR numkeys should be greater than 0"))?;
+    if numkeys <= 0 {
+        return Err(Reply::error(no_keys));
+    }
+    let numkeys = numkeys as usize;
+    if numkeys > args.len() - 2 {
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    let limit = match &args[2 + numkeys..] {
+        [] => 0,
+        [option, value] if is(option, "LIMIT") => parse_int(value)
+            .ok()
+            .and_then(|limit| usize::try_from(limit).ok())
+            .ok_or_else(|| Reply::error("ERR LIMIT can't be negative"))?,
+        _ => return Err(syntax_error()),
+    };
+    Ok((&args[2..2 + numkeys], limit))
+}
+
+/// HRANDFIELD's and ZRANDMEMBER's `key [count [WITH...]]`: the count, and whether `with` was
+/// given.
+fn random_args(args: &[Bytes], with: &str) -> Result<(Option<i64>, bool), Reply> {
+    let parsed = match args.len() {
+        2 => (None, false),
+        3 => (Some(parse_int(&args[2])?), false),
+        4 if is(&args[3], with) => (Some(parse_int(&args[2])?), true),
+        _ => return Err(syntax_error()),
+    };
+    if parsed
+        .0
+        .is_some_and(|count| count.unsigned_abs() > (i64::MAX as u64) / 2)
+    {
+        return Err(Reply::error("ERR value is out of range"));
+    }
+    Ok(parsed)
+}
+
+/// SRANDMEMBER's, HRANDFIELD's and ZRANDMEMBER's choice: `count` distinct items, or with a
+/// negative count that many with repeats.
+fn random_items<T: Clone>(shared: &Shared, items: Vec<T>, count: i64) -> Result<Vec<T>, Reply> {
+    if count >= 0 {
+        return Ok(choose(items, count as usize));
+    }
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let wanted = count.unsigned_abs() as usize;
+    reply_fits(shared, wanted.saturating_mul(16))?;
+    Ok((0..wanted)
+        .map(|_| items[(random_u64() % items.len() as u64) as usize].clone())
+        .collect())
+}
+
 /// A cheap random number (SPOP, SRANDMEMBER, RANDOMKEY): no cryptographic use.
 fn random_u64() -> u64 {
     use std::cell::Cell;

@@ -1,7 +1,8 @@
 //! Set commands.
 
 use super::{
-    bulk_or_nil, bulks, choose, is, parse_int, random_u64, reply_fits, syntax_error, Ctx, Outcome,
+    bulk_or_nil, bulks, choose, intercard_args, parse_int, random_items, reply_fits, syntax_error,
+    Ctx, Outcome,
 };
 use crate::keyspace::KeyType;
 use crate::resp::Reply;
@@ -78,17 +79,7 @@ pub(super) fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let members = ctx.view().set_members(&args[1])?;
     Ok(match count {
         None => bulk_or_nil(choose(members, 1).into_iter().next()),
-        Some(count) if count >= 0 => bulks(choose(members, count as usize)),
-        Some(_) if members.is_empty() => Reply::Array(Vec::new()),
-        Some(count) => {
-            let wanted = count.unsigned_abs() as usize;
-            reply_fits(ctx.shared, wanted.saturating_mul(16))?;
-            bulks(
-                (0..wanted)
-                    .map(|_| members[(random_u64() % members.len() as u64) as usize].clone())
-                    .collect(),
-            )
-        }
+        Some(count) => bulks(random_items(ctx.shared, members, count)?),
     })
 }
 
@@ -180,30 +171,8 @@ pub(super) fn sdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let numkeys =
-        parse_int(&args[1]).map_err(|_| Reply::error("ERR numkeys should be greater than 0"))?;
-    if numkeys <= 0 {
-        return Err(Reply::error("ERR numkeys should be greater than 0"));
-    }
-    let numkeys = numkeys as usize;
-    if numkeys > args.len() - 2 {
-        return Err(Reply::error(
-            "ERR Number of keys can't be greater than number of args",
-        ));
-    }
-    let mut limit = 0usize;
-    let rest = &args[2 + numkeys..];
-    match rest {
-        [] => {}
-        [option, value] if is(option, "LIMIT") => {
-            limit = parse_int(value)
-                .ok()
-                .and_then(|limit| usize::try_from(limit).ok())
-                .ok_or_else(|| Reply::error("ERR LIMIT can't be negative"))?;
-        }
-        _ => return Err(syntax_error()),
-    }
-    let members = combine(ctx, &args[2..2 + numkeys], Combine::Inter)?;
+    let (keys, limit) = intercard_args(args, "ERR numkeys should be greater than 0")?;
+    let members = combine(ctx, keys, Combine::Inter)?;
     let count = if limit == 0 {
         members.len()
     } else {

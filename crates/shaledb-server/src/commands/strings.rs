@@ -1,11 +1,11 @@
 //! String commands.
 
 use super::{
-    bulk_or_nil, is, not_float, not_integer, parse_float, parse_int, reply_fits, syntax_error,
-    wrong_arity, Ctx, Outcome,
+    bulk_or_nil, clamp_range, is, not_float, not_integer, parse_float, parse_int, reply_fits,
+    syntax_error, wrong_arity, Ctx, Outcome,
 };
 use crate::keyspace::{self, now_ms, Failure, SetCondition, SetExpiry};
-use crate::resp::{format_double, Reply};
+use crate::resp::Reply;
 use bytes::Bytes;
 
 /// A string past `max_bulk_bytes` (Redis's proto-max-bulk-len), as Redis words it.
@@ -237,20 +237,15 @@ pub(super) fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     add_to_integer(ctx, &args[1], delta)
 }
 
-/// Formats a float result as Redis's INCRBYFLOAT does (17 significant digits, no exponent).
+/// Formats INCRBYFLOAT's result: Redis computes in long double and prints 17 digits, which for
+/// the decimal results people add up reads as the shortest form (2.0 - 0.1 is 1.9); here that is
+/// the shortest form that reads back to the same double, never in exponent notation.
 pub(super) fn format_float_result(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e17 {
-        return format!("{}", value as i64);
+    if value == 0.0 {
+        // No negative zero, as Redis.
+        return "0".to_string();
     }
-    let text = format!("{value:.17}");
-    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
-    // Shortest form that reads back the same, as long as it is not in exponent form.
-    let shortest = format_double(value);
-    if !shortest.contains('e') && shortest.len() < trimmed.len() {
-        shortest
-    } else {
-        trimmed.to_string()
-    }
+    format!("{value}")
 }
 
 pub(super) fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -322,22 +317,8 @@ pub(super) fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(value) = ctx.view().get_string(&args[1])? else {
         return Ok(Reply::bulk(Bytes::new()));
     };
-    let len = value.len() as i64;
-    if len == 0 || (start < 0 && end < 0 && start > end) {
+    let Some((start, end)) = clamp_range(start, end, value.len()) else {
         return Ok(Reply::bulk(Bytes::new()));
-    }
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
     };
-    let end = if end < 0 {
-        (len + end).max(0)
-    } else {
-        end.min(len - 1)
-    };
-    if start > end {
-        return Ok(Reply::bulk(Bytes::new()));
-    }
-    Ok(Reply::Bulk(value.slice(start as usize..end as usize + 1)))
+    Ok(Reply::Bulk(value.slice(start..end + 1)))
 }

@@ -1,8 +1,8 @@
 //! Sorted-set commands.
 
 use super::{
-    block, choose, is, is_wrong_type, not_float, parse_float, parse_int, parse_timeout, random_u64,
-    reply_fits, syntax_error, Ctx, Outcome,
+    block, choose, intercard_args, is, is_wrong_type, not_float, parse_float, parse_int,
+    parse_timeout, random_args, random_items, reply_fits, syntax_error, Ctx, Outcome,
 };
 use crate::keyspace::{normalize_range, KeyType, LexBound, ScoreBound, View};
 use crate::resp::Reply;
@@ -754,37 +754,13 @@ pub(super) fn zdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let numkeys =
-        parse_int(&args[1]).map_err(|_| Reply::error("ERR numkeys should be greater than 0"))?;
-    if numkeys <= 0 {
-        return Err(Reply::error(
-            "ERR at least 1 input key is needed for 'zintercard' command",
-        ));
-    }
-    let numkeys = numkeys as usize;
-    if numkeys > args.len() - 2 {
-        return Err(Reply::error(
-            "ERR Number of keys can't be greater than number of args",
-        ));
-    }
-    let mut limit = 0usize;
-    match &args[2 + numkeys..] {
-        [] => {}
-        [option, value] if is(option, "LIMIT") => {
-            limit = parse_int(value)
-                .ok()
-                .and_then(|limit| usize::try_from(limit).ok())
-                .ok_or_else(|| Reply::error("ERR LIMIT can't be negative"))?;
-        }
-        _ => return Err(syntax_error()),
-    }
-    let (members, _) = combine(
-        ctx,
-        &args[1..2 + numkeys],
-        Combine::Inter,
-        "zintercard",
-        false,
+    let (keys, limit) = intercard_args(
+        args,
+        "ERR at least 1 input key is needed for 'zintercard' command",
     )?;
+    let mut combine_args = vec![Bytes::from(keys.len().to_string())];
+    combine_args.extend_from_slice(keys);
+    let (members, _) = combine(ctx, &combine_args, Combine::Inter, "zintercard", false)?;
     let count = if limit == 0 {
         members.len()
     } else {
@@ -876,15 +852,7 @@ pub(super) fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let (count, with_scores) = match args.len() {
-        2 => (None, false),
-        3 => (Some(parse_int(&args[2])?), false),
-        4 if is(&args[3], "WITHSCORES") => (Some(parse_int(&args[2])?), true),
-        _ => return Err(syntax_error()),
-    };
-    if count.is_some_and(|count| count.unsigned_abs() > (i64::MAX as u64) / 2) {
-        return Err(Reply::error("ERR value is out of range"));
-    }
+    let (count, with_scores) = random_args(args, "WITHSCORES")?;
     let protocol = ctx.session.protocol;
     let view = ctx.view();
     let members: Vec<(Bytes, f64)> = if view.check_type(&args[1], KeyType::ZSet)? {
@@ -899,16 +867,6 @@ pub(super) fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             .next()
             .map_or(Reply::Nil, |(member, _)| Reply::Bulk(member)));
     };
-    let chosen = if count >= 0 {
-        choose(members, count as usize)
-    } else if members.is_empty() {
-        Vec::new()
-    } else {
-        let wanted = count.unsigned_abs() as usize;
-        reply_fits(ctx.shared, wanted.saturating_mul(16))?;
-        (0..wanted)
-            .map(|_| members[(random_u64() % members.len() as u64) as usize].clone())
-            .collect()
-    };
+    let chosen = random_items(ctx.shared, members, count)?;
     Ok(scored(chosen, with_scores, protocol))
 }
