@@ -436,6 +436,17 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
         (layout_record(b"plain", b's', b""), b"value".to_vec()),
         (layout_record(b"timed", b'x', b""), ttl_value),
         (layout_record(b"user", b'h', b"name"), b"Ada".to_vec()),
+        // An expiry-queue entry, as an upgrade that crashed after its first batch leaves one:
+        // the next upgrade must go on, not refuse the KVS.
+        (
+            [
+                &[1u8][..],
+                &far.to_be_bytes(),
+                &layout_record(b"timed", b's', b"")[..9],
+            ]
+            .concat(),
+            Vec::new(),
+        ),
     ]
     .iter()
     .map(|(key, value)| {
@@ -503,6 +514,26 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
         }
         other => panic!("EXEC answered {other:?}"),
     }
+    // SWAPDB is refused inside a transaction (its swap would not be part of the batch).
+    assert_eq!(client.call(&["MULTI"]), ok());
+    assert_eq!(
+        client.call(&["SWAPDB", "0", "1"]),
+        Value::Status("QUEUED".into())
+    );
+    assert_eq!(
+        client.call(&["EXEC"]),
+        Value::Array(vec![Value::Error(
+            "ERR SWAPDB inside MULTI is not supported by ShaleDB".into()
+        )])
+    );
+    assert_eq!(
+        client.call(&["LINDEX", "list", "9223372036854775807"]),
+        Value::Nil
+    );
+    assert_eq!(
+        client.call(&["LINDEX", "list", "-9223372036854775808"]),
+        Value::Nil
+    );
     let mut other = server.connect();
     assert_eq!(client.call(&["WATCH", "counter"]), ok());
     assert_eq!(other.call(&["INCR", "counter"]), Value::Int(2));

@@ -197,6 +197,7 @@ impl Client {
             },
             blocked.generation,
         );
+        let request_limit = self.limits().request_bytes_max;
         let reply = loop {
             if let Err(close) = self.make_room() {
                 shared.waiters.remove(id);
@@ -227,13 +228,17 @@ impl Client {
                     shared.waiters.remove(id);
                     return Err(Close::Done);
                 }
-                read = stream.read_buf(&mut self.input) => match read {
-                    Ok(0) | Err(_) => {
-                        shared.waiters.remove(id);
-                        return Err(Close::Gone);
+                // What it sends meanwhile is buffered up to one request's limit, then left in
+                // the socket until the blocked command is answered.
+                read = stream.read_buf(&mut self.input), if self.input.len() < request_limit => {
+                    match read {
+                        Ok(0) | Err(_) => {
+                            shared.waiters.remove(id);
+                            return Err(Close::Gone);
+                        }
+                        Ok(_) => {}
                     }
-                    Ok(_) => {}
-                },
+                }
             }
         };
         let mut output = Output::new();

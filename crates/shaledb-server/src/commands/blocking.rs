@@ -38,7 +38,7 @@ impl Waiters {
     }
 
     pub fn len(&self) -> usize {
-        self.count.load(Ordering::Acquire)
+        self.count.load(Ordering::SeqCst)
     }
 
     /// Takes the request `id` out of the queue; false if it was served (or gone) already.
@@ -46,7 +46,7 @@ impl Waiters {
         let mut queue = self.queue.lock();
         let before = queue.len();
         queue.retain(|waiter| waiter.id != id);
-        self.count.store(queue.len(), Ordering::Release);
+        self.count.store(queue.len(), Ordering::SeqCst);
         queue.len() != before
     }
 }
@@ -57,7 +57,7 @@ impl Shared {
         {
             let mut queue = self.waiters.queue.lock();
             queue.push_back(waiter);
-            self.waiters.count.store(queue.len(), Ordering::Release);
+            self.waiters.count.store(queue.len(), Ordering::SeqCst);
         }
         if self.write_generation() != generation {
             self.serve_waiters();
@@ -99,6 +99,6 @@ impl Shared {
                 break;
             }
         }
-        self.waiters.count.store(queue.len(), Ordering::Release);
+        self.waiters.count.store(queue.len(), Ordering::SeqCst);
     }
 }

@@ -669,17 +669,20 @@ impl Shared {
             return;
         }
         self.watches.touched(touched);
-        self.write_generation.fetch_add(1, Ordering::AcqRel);
+        // SeqCst with the waiters' count (blocking.rs): a writer that bumps the generation and
+        // then finds no waiter, and a waiter that counts itself and then finds the old
+        // generation, cannot both happen.
+        self.write_generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// After SWAPDB: every database may now hold what a blocked client waits for.
     fn swapped(&self) {
-        self.write_generation.fetch_add(1, Ordering::AcqRel);
+        self.write_generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The number of commits that wrote so far.
     pub fn write_generation(&self) -> u64 {
-        self.write_generation.load(Ordering::Acquire)
+        self.write_generation.load(Ordering::SeqCst)
     }
 
     /// The command-table index of the command `name`, in any letter case.
@@ -766,9 +769,10 @@ fn command_keys<'a>(command: &CommandSpec, args: &'a [Bytes]) -> Option<Vec<&'a 
             )
         }
         KeySpec::NumKeys { at, store } => {
+            // Read as the handlers read it (parse_int), so the keys locked are the keys used.
             let count = args
                 .get(at)
-                .and_then(|count| keyspace::parse_i64(count))
+                .and_then(|count| parse_int(count).ok())
                 .unwrap_or(0)
                 .clamp(0, args.len() as i64) as usize;
             let mut keys: Vec<&[u8]> = args

@@ -449,6 +449,13 @@ pub(super) fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 /// see them touched, and clients blocked on either are served if they now can be.
 pub(super) fn swapdb(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let shared = ctx.shared;
+    if ctx.session.in_exec {
+        // The swap is not part of the transaction's batch: writes queued before it would commit
+        // into the swapped databases. Refused rather than applied out of order.
+        return Err(Reply::error(
+            "ERR SWAPDB inside MULTI is not supported by ShaleDB",
+        ));
+    }
     let mut numbers = [0usize; 2];
     for (slot, arg) in numbers.iter_mut().zip(&args[1..3]) {
         *slot = parse_int(arg)

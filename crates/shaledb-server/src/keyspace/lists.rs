@@ -25,6 +25,16 @@ fn sortable_position(position: i64) -> [u8; 8] {
     ((position as u64) ^ (1 << 63)).to_be_bytes()
 }
 
+/// The position of element `index` (negative: from the end) of a list at head..tail, if it has one.
+fn position_of(head: i64, tail: i64, index: i64) -> Option<i64> {
+    let position = if index < 0 {
+        tail.checked_add(index)?
+    } else {
+        head.checked_add(index)?
+    };
+    (head..tail).contains(&position).then_some(position)
+}
+
 fn item_key(key: &[u8], position: i64) -> Result<Vec<u8>> {
     record_key(key, tag::LIST_ITEM, &sortable_position(position))
 }
@@ -187,14 +197,9 @@ impl View<'_, '_> {
         let Some((head, tail)) = self.live_list(key)? else {
             return Ok(None);
         };
-        let position = if index < 0 {
-            tail + index
-        } else {
-            head + index
-        };
-        if position < head || position >= tail {
+        let Some(position) = position_of(head, tail, index) else {
             return Ok(None);
-        }
+        };
         self.list_item(key, position).map(Some)
     }
 
@@ -206,14 +211,9 @@ impl View<'_, '_> {
         let (head, tail) = self
             .list_bounds(key)?
             .ok_or_else(|| damaged("a list without bounds", key))?;
-        let position = if index < 0 {
-            tail + index
-        } else {
-            head + index
-        };
-        if position < head || position >= tail {
+        let Some(position) = position_of(head, tail, index) else {
             return Err(Failure::Invalid("ERR index out of range".into()));
-        }
+        };
         self.put_record(item_key(key, position)?, Bytes::copy_from_slice(value));
         self.touch(key);
         Ok(())

@@ -321,7 +321,9 @@ impl Space {
     /// key counts) into this layout; a new database just gets its layout record. Idempotent: a
     /// crash midway leaves no layout record, and the next open upgrades again.
     fn upgrade_from_layout_1(&self, db: &Arc<Db>, number: usize) -> Result<()> {
-        if let Some(record) = self.kvs.range(vec![DATA + 1]..).keys().next() {
+        // Expiry-queue records (class 1) may be left by an upgrade that crashed midway; the
+        // layout and database records (class 3) are written only once it is done.
+        if let Some(record) = self.kvs.range(vec![KEY_COUNTS + 1]..).keys().next() {
             return Err(damaged(
                 &format!(
                     "KVS {:?} has no Redis layout record but holds records other than Redis keys",
