@@ -534,6 +534,11 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
         client.call(&["LINDEX", "list", "-9223372036854775808"]),
         Value::Nil
     );
+    assert_eq!(
+        client.call(&["HINCRBYFLOAT", "floats", "f", "+inf"]),
+        Value::Error("ERR value is NaN or Infinity".into())
+    );
+    assert_eq!(client.call(&["EXISTS", "floats"]), Value::Int(0));
     let mut other = server.connect();
     assert_eq!(client.call(&["WATCH", "counter"]), ok());
     assert_eq!(other.call(&["INCR", "counter"]), Value::Int(2));

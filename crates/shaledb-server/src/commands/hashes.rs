@@ -110,6 +110,9 @@ pub(super) fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub(super) fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let increment = parse_float(&args[3]).ok_or_else(not_float)?;
+    if !increment.is_finite() {
+        return Err(Reply::error("ERR value is NaN or Infinity"));
+    }
     let mut view = ctx.view();
     let current = match view.hash_get(&args[1], &args[2])? {
         Some(value) => parse_float(&value)
