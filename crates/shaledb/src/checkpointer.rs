@@ -4,8 +4,9 @@
 //! Consistency (see docs/ARCHITECTURE.md, invariants I4 and I5): replay positions are taken
 //! before the indexes are read, and a commit holds its index partitions' locks from before it
 //! appends until its records are applied, so every record before a replay position is in the
-//! checkpoint (or the scan waits for it) and every record after it is replayed. Log data up to the end of the index scan is made durable before the
-//! rename, so no checkpoint entry points at bytes a crash could lose.
+//! checkpoint (or the scan waits for it) and every record after it is replayed. Log data up to
+//! the end of the index scan is made durable before the rename, so no checkpoint entry points at
+//! bytes a crash could lose.
 
 use crate::checkpoint::{self, CheckpointEncoder};
 use crate::error::Result;

@@ -5,7 +5,7 @@ use super::{
     bulk_or_nil, bulks, choose, not_float, parse_float, parse_int, random_args, random_items,
     reply_fits, wrong_arity, Ctx, Outcome,
 };
-use crate::keyspace;
+use crate::keyspace::{self, KeyType};
 use crate::resp::Reply;
 use bytes::Bytes;
 
@@ -21,19 +21,24 @@ fn field_pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Rep
 
 pub(super) fn hset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let pairs = field_pairs(args, "hset")?;
-    let added = ctx.view().hash_set(&args[1], &pairs, false)?;
+    let added = ctx
+        .view()
+        .put_members(&args[1], KeyType::Hash, &pairs, false)?;
     Ok(Reply::Integer(added as i64))
 }
 
 pub(super) fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let pairs = field_pairs(args, "hmset")?;
-    ctx.view().hash_set(&args[1], &pairs, false)?;
+    ctx.view()
+        .put_members(&args[1], KeyType::Hash, &pairs, false)?;
     Ok(Reply::OK)
 }
 
 pub(super) fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let pair = [(args[2].clone(), args[3].clone())];
-    let added = ctx.view().hash_set(&args[1], &pair, true)?;
+    let added = ctx
+        .view()
+        .put_members(&args[1], KeyType::Hash, &pair, true)?;
     Ok(Reply::Integer(added as i64))
 }
 
@@ -63,7 +68,7 @@ pub(super) fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Ok(bulks(ctx.view().hash_fields(&args[1])?))
+    Ok(bulks(ctx.view().member_names(&args[1], KeyType::Hash)?))
 }
 
 pub(super) fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -74,17 +79,21 @@ pub(super) fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let removed = ctx.view().hash_delete(&args[1], &args[2..])?;
+    let removed = ctx
+        .view()
+        .remove_members(&args[1], KeyType::Hash, &args[2..])?;
     Ok(Reply::Integer(removed as i64))
 }
 
 pub(super) fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let found = ctx.view().hash_contains(&args[1], &args[2])?;
+    let found = ctx.view().has_member(&args[1], KeyType::Hash, &args[2])?;
     Ok(Reply::Integer(i64::from(found)))
 }
 
 pub(super) fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Ok(Reply::Integer(ctx.view().hash_len(&args[1])? as i64))
+    Ok(Reply::Integer(
+        ctx.view().member_count(&args[1], KeyType::Hash)? as i64,
+    ))
 }
 
 pub(super) fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -104,7 +113,7 @@ pub(super) fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         .checked_add(delta)
         .ok_or_else(|| Reply::error("ERR increment or decrement would overflow"))?;
     let pair = [(args[2].clone(), Bytes::from(updated.to_string()))];
-    view.hash_set(&args[1], &pair, false)?;
+    view.put_members(&args[1], KeyType::Hash, &pair, false)?;
     Ok(Reply::Integer(updated))
 }
 
@@ -126,7 +135,7 @@ pub(super) fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
     let text = format_float_result(updated);
     let pair = [(args[2].clone(), Bytes::from(text.clone()))];
-    view.hash_set(&args[1], &pair, false)?;
+    view.put_members(&args[1], KeyType::Hash, &pair, false)?;
     Ok(Reply::text(text))
 }
 

@@ -16,42 +16,31 @@ pub(super) fn type_of(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     Ok(Reply::Status(found.map_or("none", KeyType::name)))
 }
 
-/// Milliseconds until `key` expires: -2 for no key, -1 for no expiry.
-fn remaining_ms(ctx: &mut Ctx, key: &[u8]) -> Result<i64, Reply> {
+/// `key`'s expiry time in unix ms, read through `measure`: -2 for no key, -1 for no expiry.
+fn expiry_reply(ctx: &mut Ctx, key: &[u8], measure: impl Fn(u64) -> i64) -> Outcome {
     let view = ctx.view();
     if view.key_type(key)?.is_none() {
-        return Ok(-2);
+        return Ok(Reply::Integer(-2));
     }
-    Ok(view
-        .expires_at(key)?
-        .map_or(-1, |at| at.saturating_sub(now_ms()) as i64))
+    Ok(Reply::Integer(view.expires_at(key)?.map_or(-1, measure)))
 }
 
 pub(super) fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let ms = remaining_ms(ctx, &args[1])?;
-    Ok(Reply::Integer(if ms < 0 { ms } else { (ms + 500) / 1000 }))
+    expiry_reply(ctx, &args[1], |at| {
+        (at.saturating_sub(now_ms()) as i64 + 500) / 1000
+    })
 }
 
 pub(super) fn pttl(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Ok(Reply::Integer(remaining_ms(ctx, &args[1])?))
-}
-
-/// The unix time in ms when `key` expires: -2 for no key, -1 for no expiry.
-fn expiry_time_ms(ctx: &mut Ctx, key: &[u8]) -> Result<i64, Reply> {
-    let view = ctx.view();
-    if view.key_type(key)?.is_none() {
-        return Ok(-2);
-    }
-    Ok(view.expires_at(key)?.map_or(-1, |at| at as i64))
+    expiry_reply(ctx, &args[1], |at| at.saturating_sub(now_ms()) as i64)
 }
 
 pub(super) fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let at = expiry_time_ms(ctx, &args[1])?;
-    Ok(Reply::Integer(if at < 0 { at } else { at / 1000 }))
+    expiry_reply(ctx, &args[1], |at| at as i64 / 1000)
 }
 
 pub(super) fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Ok(Reply::Integer(expiry_time_ms(ctx, &args[1])?))
+    expiry_reply(ctx, &args[1], |at| at as i64)
 }
 
 /// EXPIRE and its siblings: `unit_ms` per unit of the argument, `absolute` for the AT forms.

@@ -1,8 +1,8 @@
 //! List commands.
 
 use super::{
-    block, bulk_or_nil, bulks, is, parse_int, parse_timeout, reply_fits, syntax_error,
-    unless_retrying, wrong_arity, Ctx, Outcome,
+    bulk_or_nil, bulks, is, parse_int, reply_fits, serve_or_block, syntax_error, unless_retrying,
+    wrong_arity, Ctx, Outcome,
 };
 use crate::keyspace::{KeyType, ListEnd, Pivot};
 use crate::resp::Reply;
@@ -232,18 +232,19 @@ pub(super) fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 /// BLPOP and BRPOP: the first element of the first non-empty list, or wait for one.
 fn blocking_pop(ctx: &mut Ctx, args: &[Bytes], end: ListEnd) -> Outcome {
-    let timeout = parse_timeout(&args[args.len() - 1])?;
-    let generation = ctx.shared.write_generation();
-    for key in &args[1..args.len() - 1] {
-        let popped = ctx.view().list_pop(key, end, 1);
-        if let Some(element) = unless_retrying(ctx, popped)?.pop() {
-            return Ok(Reply::Array(vec![
-                Reply::Bulk(key.clone()),
-                Reply::Bulk(element),
-            ]));
+    let (keys, timeout) = args[1..].split_at(args.len() - 2);
+    serve_or_block(ctx, &timeout[0], Reply::NilArray, |ctx| {
+        for key in keys {
+            let popped = ctx.view().list_pop(key, end, 1);
+            if let Some(element) = unless_retrying(ctx, popped)?.pop() {
+                return Ok(Some(Reply::Array(vec![
+                    Reply::Bulk(key.clone()),
+                    Reply::Bulk(element),
+                ])));
+            }
         }
-    }
-    block(ctx, timeout, generation, Reply::NilArray)
+        Ok(None)
+    })
 }
 
 pub(super) fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -261,24 +262,22 @@ fn blocking_move(
     put: ListEnd,
     timeout: &[u8],
 ) -> Outcome {
-    let timeout = parse_timeout(timeout)?;
-    let generation = ctx.shared.write_generation();
-    // Run again, a source that now holds another type leaves the client blocked; a destination
-    // of another type is an error, as in Redis.
-    let source_replaced = ctx.session.block_retry
-        && ctx
-            .view()
-            .key_type(&args[1])?
-            .is_some_and(|kind| kind != KeyType::List);
-    let moved = if source_replaced {
-        Reply::Nil
-    } else {
-        move_element(ctx, &args[1], &args[2], take, put)?
-    };
-    match moved {
-        Reply::Nil => block(ctx, timeout, generation, Reply::Nil),
-        moved => Ok(moved),
-    }
+    serve_or_block(ctx, timeout, Reply::Nil, |ctx| {
+        // Run again, a source that now holds another type leaves the client blocked; a
+        // destination of another type is an error, as in Redis.
+        let source_replaced = ctx.session.block_retry
+            && ctx
+                .view()
+                .key_type(&args[1])?
+                .is_some_and(|kind| kind != KeyType::List);
+        if source_replaced {
+            return Ok(None);
+        }
+        match move_element(ctx, &args[1], &args[2], take, put)? {
+            Reply::Nil => Ok(None),
+            moved => Ok(Some(moved)),
+        }
+    })
 }
 
 pub(super) fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -344,12 +343,9 @@ pub(super) fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let timeout = parse_timeout(&args[1])?;
-    let generation = ctx.shared.write_generation();
-    match pop_many(ctx, &args[2..])? {
-        Some(reply) => Ok(reply),
-        None => block(ctx, timeout, generation, Reply::NilArray),
-    }
+    serve_or_block(ctx, &args[1], Reply::NilArray, |ctx| {
+        pop_many(ctx, &args[2..])
+    })
 }
 
 #[cfg(test)]

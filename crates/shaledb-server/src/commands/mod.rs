@@ -664,7 +664,7 @@ impl Shared {
         Ok(())
     }
 
-    fn wrote(&self, touched: &[(usize, Option<Bytes>)]) {
+    fn wrote(&self, touched: &[(usize, Bytes)]) {
         if touched.is_empty() {
             return;
         }
@@ -910,15 +910,21 @@ fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, Reply> {
     Ok((seconds > 0.0).then(|| Duration::from_secs_f64(seconds)))
 }
 
-/// Makes the client wait for a write (nothing to pop yet), or inside EXEC answers
-/// `timeout_reply` at once, as Redis does. `generation` is what the command read before it
-/// looked at its keys.
-fn block(
+/// A blocking command: answers what `attempt` finds, or, when it finds nothing, makes the client
+/// wait for a write (inside EXEC it answers `timeout_reply` at once, as Redis does).
+/// `timeout` is the command's timeout argument.
+fn serve_or_block(
     ctx: &mut Ctx,
-    timeout: Option<Duration>,
-    generation: u64,
+    timeout: &[u8],
     timeout_reply: Reply,
+    attempt: impl FnOnce(&mut Ctx) -> Result<Option<Reply>, Reply>,
 ) -> Outcome {
+    let timeout = parse_timeout(timeout)?;
+    // Read before the attempt looks at its keys: a write after it wakes the client.
+    let generation = ctx.shared.write_generation();
+    if let Some(reply) = attempt(ctx)? {
+        return Ok(reply);
+    }
     if ctx.session.in_exec {
         return Ok(timeout_reply);
     }
@@ -975,7 +981,7 @@ fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 /// SINTERCARD's and ZINTERCARD's `numkeys key... [LIMIT n]` from `args[1]`: the keys and the
-/// limit (0: none). `no_keys` is the command's error for a numkeys below 1.
+/// limit (`usize::MAX` when none, or LIMIT 0 as Redis reads it). `no_keys` is the command's error for a numkeys below 1.
 fn intercard_args<'a>(args: &'a [Bytes], no_keys: &str) -> Result<(&'a [Bytes], usize), Reply> {
     let numkeys =
         parse_int(&args[1]).map_err(|_| Reply::error("ERR numkeys should be greater than 0"))?;
@@ -989,11 +995,15 @@ fn intercard_args<'a>(args: &'a [Bytes], no_keys: &str) -> Result<(&'a [Bytes], 
         ));
     }
     let limit = match &args[2 + numkeys..] {
-        [] => 0,
-        [option, value] if is(option, "LIMIT") => parse_int(value)
+        [] => usize::MAX,
+        [option, value] if is(option, "LIMIT") => match parse_int(value)
             .ok()
             .and_then(|limit| usize::try_from(limit).ok())
-            .ok_or_else(|| Reply::error("ERR LIMIT can't be negative"))?,
+            .ok_or_else(|| Reply::error("ERR LIMIT can't be negative"))?
+        {
+            0 => usize::MAX,
+            limit => limit,
+        },
         _ => return Err(syntax_error()),
     };
     Ok((&args[2..2 + numkeys], limit))

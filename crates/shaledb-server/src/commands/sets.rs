@@ -17,12 +17,13 @@ pub(super) fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub(super) fn srem(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     Ok(Reply::Integer(
-        ctx.view().set_remove(&args[1], &args[2..])? as i64
+        ctx.view()
+            .remove_members(&args[1], KeyType::Set, &args[2..])? as i64,
     ))
 }
 
 pub(super) fn smembers(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let members = ctx.view().set_members(&args[1])?;
+    let members = ctx.view().member_names(&args[1], KeyType::Set)?;
     reply_fits(
         ctx.shared,
         members.iter().map(|member| member.len() + 16).sum(),
@@ -31,7 +32,7 @@ pub(super) fn smembers(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn sismember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let found = ctx.view().set_contains(&args[1], &args[2])?;
+    let found = ctx.view().has_member(&args[1], KeyType::Set, &args[2])?;
     Ok(Reply::Integer(i64::from(found)))
 }
 
@@ -39,15 +40,19 @@ pub(super) fn smismember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let view = ctx.view();
     let mut found = Vec::with_capacity(args.len() - 2);
     for member in &args[2..] {
-        found.push(Reply::Integer(i64::from(
-            view.set_contains(&args[1], member)?,
-        )));
+        found.push(Reply::Integer(i64::from(view.has_member(
+            &args[1],
+            KeyType::Set,
+            member,
+        )?)));
     }
     Ok(Reply::Array(found))
 }
 
 pub(super) fn scard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Ok(Reply::Integer(ctx.view().set_len(&args[1])? as i64))
+    Ok(Reply::Integer(
+        ctx.view().member_count(&args[1], KeyType::Set)? as i64,
+    ))
 }
 
 /// SPOP's and SRANDMEMBER's count: negative only where `repeats_allowed`.
@@ -65,9 +70,9 @@ fn count_arg(args: &[Bytes], repeats_allowed: bool) -> Result<Option<i64>, Reply
 pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let count = count_arg(args, false)?;
     let mut view = ctx.view();
-    let members = view.set_members(&args[1])?;
+    let members = view.member_names(&args[1], KeyType::Set)?;
     let chosen = choose(members, count.map_or(1, |count| count as usize));
-    view.set_remove(&args[1], &chosen)?;
+    view.remove_members(&args[1], KeyType::Set, &chosen)?;
     Ok(match count {
         None => bulk_or_nil(chosen.into_iter().next()),
         Some(_) => bulks(chosen),
@@ -76,7 +81,7 @@ pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub(super) fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let count = count_arg(args, true)?;
-    let members = ctx.view().set_members(&args[1])?;
+    let members = ctx.view().member_names(&args[1], KeyType::Set)?;
     Ok(match count {
         None => bulk_or_nil(choose(members, 1).into_iter().next()),
         Some(count) => bulks(random_items(ctx.shared, members, count)?),
@@ -88,11 +93,11 @@ pub(super) fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut view = ctx.view();
     view.check_type(from, KeyType::Set)?;
     view.check_type(to, KeyType::Set)?;
-    if !view.set_contains(from, member)? {
+    if !view.has_member(from, KeyType::Set, member)? {
         return Ok(Reply::Integer(0));
     }
     if from != to {
-        view.set_remove(from, std::slice::from_ref(member))?;
+        view.remove_members(from, KeyType::Set, std::slice::from_ref(member))?;
         view.set_add(to, std::slice::from_ref(member))?;
     }
     Ok(Reply::Integer(1))
@@ -110,7 +115,7 @@ fn combine(ctx: &mut Ctx, keys: &[Bytes], how: Combine) -> Result<BTreeSet<Bytes
     let view = ctx.view();
     let mut sets = Vec::with_capacity(keys.len());
     for key in keys {
-        sets.push(view.set_members(key)?);
+        sets.push(view.member_names(key, KeyType::Set)?);
     }
     let mut sets = sets.into_iter();
     let mut result: BTreeSet<Bytes> = sets.next().unwrap_or_default().into_iter().collect();
@@ -173,10 +178,5 @@ pub(super) fn sdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 pub(super) fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let (keys, limit) = intercard_args(args, "ERR numkeys should be greater than 0")?;
     let members = combine(ctx, keys, Combine::Inter)?;
-    let count = if limit == 0 {
-        members.len()
-    } else {
-        members.len().min(limit)
-    };
-    Ok(Reply::Integer(count as i64))
+    Ok(Reply::Integer(members.len().min(limit) as i64))
 }

@@ -35,7 +35,7 @@ fn sort_elements(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> Outcome {
     let mut elements = match view.key_type(&args[1])? {
         None => Vec::new(),
         Some(KeyType::List) => view.list_all(&args[1])?,
-        Some(KeyType::Set) => view.set_members(&args[1])?,
+        Some(KeyType::Set) => view.member_names(&args[1], KeyType::Set)?,
         Some(KeyType::ZSet) => view
             .zset_ranked(&args[1], None, false)?
             .map(|item| item.map(|(member, _)| member))

@@ -26,27 +26,17 @@ pub struct Watches {
 }
 
 impl Watches {
-    /// Marks the sessions watching any of `keys` (written by a commit; `None`: every watched key
-    /// of that database).
-    pub fn touched(&self, keys: &[(usize, Option<Bytes>)]) {
+    /// Marks the sessions watching any of `keys` (written by a commit).
+    pub fn touched(&self, keys: &[(usize, Bytes)]) {
         if keys.is_empty() || self.watched.load(Ordering::Acquire) == 0 {
             return;
         }
         let map = self.keys.lock();
         for (db, key) in keys {
-            match key {
-                Some(key) => {
-                    if let Some(flags) = map.get(&(*db, key.clone())) {
-                        flags
-                            .iter()
-                            .for_each(|flag| flag.store(true, Ordering::Release));
-                    }
-                }
-                None => map
+            if let Some(flags) = map.get(&(*db, key.clone())) {
+                flags
                     .iter()
-                    .filter(|((watched_db, _), _)| watched_db == db)
-                    .flat_map(|(_, flags)| flags)
-                    .for_each(|flag| flag.store(true, Ordering::Release)),
+                    .for_each(|flag| flag.store(true, Ordering::Release));
             }
         }
     }

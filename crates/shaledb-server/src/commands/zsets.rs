@@ -1,8 +1,8 @@
 //! Sorted-set commands.
 
 use super::{
-    block, choose, intercard_args, is, is_wrong_type, not_float, parse_float, parse_int,
-    parse_timeout, random_args, random_items, reply_fits, syntax_error, Ctx, Outcome,
+    choose, intercard_args, is, is_wrong_type, not_float, parse_float, parse_int, random_args,
+    random_items, reply_fits, serve_or_block, syntax_error, Ctx, Outcome,
 };
 use crate::keyspace::{normalize_range, KeyType, LexBound, ScoreBound, View};
 use crate::resp::Reply;
@@ -82,7 +82,7 @@ impl Range {
         let mut skipped = 0;
         let (from, first_rank, last_rank) = match &self.by {
             RangeBy::Rank(start, stop) => {
-                let len = view.zset_len(key)?;
+                let len = view.member_count(key, KeyType::ZSet)?;
                 match normalize_range(*start, *stop, len) {
                     Some((first, last)) => (None, first, last),
                     None => return Ok(out),
@@ -233,12 +233,7 @@ pub(super) fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         Some(range) => range.members(&view, &args[2])?,
         None => Vec::new(),
     };
-    view.remove_key(&args[1])?;
-    let mut exists = false;
-    for (member, score) in &members {
-        view.zset_put(&args[1], member, *score, None, &mut exists)?;
-    }
-    Ok(Reply::Integer(members.len() as i64))
+    Ok(Reply::Integer(view.zset_store(&args[1], &members)? as i64))
 }
 
 /// The old forms: ZREVRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX.
@@ -419,7 +414,9 @@ pub(super) fn zmscore(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn zcard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Ok(Reply::Integer(ctx.view().zset_len(&args[1])? as i64))
+    Ok(Reply::Integer(
+        ctx.view().member_count(&args[1], KeyType::ZSet)? as i64,
+    ))
 }
 
 fn count_in(ctx: &mut Ctx, key: &[u8], by: RangeBy) -> Outcome {
@@ -557,7 +554,7 @@ fn weighted_members(view: &View, key: &[u8]) -> Result<Vec<(Bytes, f64)>, Reply>
             .zset_ranked(key, None, false)?
             .collect::<Result<Vec<_>, _>>()?),
         Some(KeyType::Set) => Ok(view
-            .set_members(key)?
+            .member_names(key, KeyType::Set)?
             .into_iter()
             .map(|member| (member, 1.0))
             .collect()),
@@ -720,13 +717,9 @@ fn combine_reply(ctx: &mut Ctx, args: &[Bytes], how: Combine, command: &str) -> 
 
 fn combine_store(ctx: &mut Ctx, args: &[Bytes], how: Combine, command: &str) -> Outcome {
     let (members, _) = combine(ctx, &args[2..], how, command, false)?;
-    let mut view = ctx.view();
-    view.remove_key(&args[1])?;
-    let mut exists = false;
-    for (member, score) in &members {
-        view.zset_put(&args[1], member, *score, None, &mut exists)?;
-    }
-    Ok(Reply::Integer(members.len() as i64))
+    Ok(Reply::Integer(
+        ctx.view().zset_store(&args[1], &members)? as i64
+    ))
 }
 
 pub(super) fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -761,12 +754,7 @@ pub(super) fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut combine_args = vec![Bytes::from(keys.len().to_string())];
     combine_args.extend_from_slice(keys);
     let (members, _) = combine(ctx, &combine_args, Combine::Inter, "zintercard", false)?;
-    let count = if limit == 0 {
-        members.len()
-    } else {
-        members.len().min(limit)
-    };
-    Ok(Reply::Integer(count as i64))
+    Ok(Reply::Integer(members.len().min(limit) as i64))
 }
 
 /// A key and the members popped from it, with their scores.
@@ -804,19 +792,17 @@ fn pop_first(
 }
 
 fn blocking_pop(ctx: &mut Ctx, args: &[Bytes], highest: bool) -> Outcome {
-    let timeout = parse_timeout(&args[args.len() - 1])?;
-    let generation = ctx.shared.write_generation();
-    match pop_first(ctx, &args[1..args.len() - 1], highest, 1)? {
-        Some((key, members)) => {
+    let (keys, timeout) = args[1..].split_at(args.len() - 2);
+    serve_or_block(ctx, &timeout[0], Reply::NilArray, |ctx| {
+        Ok(pop_first(ctx, keys, highest, 1)?.map(|(key, members)| {
             let (member, score) = members.into_iter().next().expect("one member");
-            Ok(Reply::Array(vec![
+            Reply::Array(vec![
                 Reply::Bulk(key),
                 Reply::Bulk(member),
                 Reply::Double(score),
-            ]))
-        }
-        None => block(ctx, timeout, generation, Reply::NilArray),
-    }
+            ])
+        }))
+    })
 }
 
 pub(super) fn bzpopmin(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -843,12 +829,9 @@ pub(super) fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let timeout = parse_timeout(&args[1])?;
-    let generation = ctx.shared.write_generation();
-    match pop_many(ctx, &args[2..])? {
-        Some(reply) => Ok(reply),
-        None => block(ctx, timeout, generation, Reply::NilArray),
-    }
+    serve_or_block(ctx, &args[1], Reply::NilArray, |ctx| {
+        pop_many(ctx, &args[2..])
+    })
 }
 
 pub(super) fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {

@@ -42,11 +42,10 @@ mod zsets;
 
 pub use expiry::{expire_due, ExpireCondition};
 pub use lists::{ListEnd, Pivot};
-pub use strings::{SetCondition, SetExpiry, StringValue};
+pub use strings::{SetCondition, SetExpiry};
 pub use tx::{KeyRecords, Savepoint, Tx, View};
 pub use zsets::{LexBound, Ranked, ScoreBound};
 
-use bytes::Bytes;
 use parking_lot::RwLock;
 use shaledb::{Db, Kvs};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -102,18 +101,6 @@ impl KeyType {
             KeyType::Set => "set",
             KeyType::ZSet => "zset",
         }
-    }
-
-    pub fn from_name(name: &[u8]) -> Option<KeyType> {
-        [
-            KeyType::String,
-            KeyType::Hash,
-            KeyType::List,
-            KeyType::Set,
-            KeyType::ZSet,
-        ]
-        .into_iter()
-        .find(|kind| kind.name().as_bytes().eq_ignore_ascii_case(name))
     }
 
     fn of_tag(tag: u8) -> Option<KeyType> {
@@ -422,9 +409,4 @@ pub fn normalize_range(start: i64, stop: i64, len: usize) -> Option<(usize, usiz
         return None;
     }
     Some((start as usize, stop as usize))
-}
-
-/// A byte string for error messages.
-pub fn lossy(bytes: &Bytes) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }

@@ -7,13 +7,6 @@ use bytes::{Bytes, BytesMut};
 /// Strings up to this long are one record; longer ones are cut into chunks of this size.
 const CHUNK_BYTES: usize = 512 << 10;
 
-/// A string and its expiry time, if it has one.
-#[derive(Debug, Clone)]
-pub struct StringValue {
-    pub data: Bytes,
-    pub expires_at_ms: Option<u64>,
-}
-
 /// SET's NX and XX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetCondition {
@@ -72,17 +65,6 @@ impl View<'_, '_> {
             return Err(damaged("a long string whose chunks miss bytes", &header));
         }
         Ok(data.freeze())
-    }
-
-    /// The string at `key` with its expiry time.
-    pub fn get_string_with_expiry(&self, key: &[u8]) -> Result<Option<StringValue>> {
-        let Some(data) = self.get_string(key)? else {
-            return Ok(None);
-        };
-        Ok(Some(StringValue {
-            data,
-            expires_at_ms: self.expires_at(key)?,
-        }))
     }
 
     /// Sets `key` to a string, replacing whatever it held, of any type.

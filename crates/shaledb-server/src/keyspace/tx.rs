@@ -30,8 +30,8 @@ pub struct Tx<'s> {
     flushed: BTreeSet<usize>,
     /// (database, stripe) -> change in live keys.
     count_deltas: BTreeMap<(usize, usize), i64>,
-    /// Redis keys written, for WATCH; `None`: the whole database.
-    touched: Vec<(usize, Option<Bytes>)>,
+    /// (database, Redis key) written, for WATCH and blocked clients.
+    touched: Vec<(usize, Bytes)>,
 }
 
 impl<'s> Tx<'s> {
@@ -55,8 +55,8 @@ impl<'s> Tx<'s> {
         self.writes.len() + self.cleared.len()
     }
 
-    /// The keys written so far (`None`: a whole database).
-    pub fn touched(&self) -> &[(usize, Option<Bytes>)] {
+    /// The keys written so far.
+    pub fn touched(&self) -> &[(usize, Bytes)] {
         &self.touched
     }
 
@@ -149,26 +149,29 @@ impl<'t, 's> View<'t, 's> {
             .any(|(db, prefix)| *db == self.db && record.starts_with(prefix))
     }
 
+    /// What this transaction decides about `record`: `Some` of its value when it wrote the
+    /// record (`Some(None)`: deleted, or under a prefix it cleared); `None` when the engine does.
+    fn pending(&self, record: &[u8]) -> Option<Option<Bytes>> {
+        match self.tx.writes.get(&(self.db, record.to_vec())) {
+            Some(value) => Some(value.clone()),
+            None => self.is_cleared(record).then_some(None),
+        }
+    }
+
     /// The value of one record.
     pub(super) fn record(&self, record: &[u8]) -> Result<Option<Bytes>> {
-        if let Some(value) = self.tx.writes.get(&(self.db, record.to_vec())) {
-            return Ok(value.clone());
+        match self.pending(record) {
+            Some(value) => Ok(value),
+            None => Ok(self.space().kvs.get(record)?),
         }
-        if self.is_cleared(record) {
-            return Ok(None);
-        }
-        Ok(self.space().kvs.get(record)?)
     }
 
     /// Whether a record exists, from the index alone (no device read).
     pub(super) fn record_exists(&self, record: &[u8]) -> Result<bool> {
-        if let Some(value) = self.tx.writes.get(&(self.db, record.to_vec())) {
-            return Ok(value.is_some());
+        match self.pending(record) {
+            Some(value) => Ok(value.is_some()),
+            None => Ok(self.space().kvs.contains_key(record)?),
         }
-        if self.is_cleared(record) {
-            return Ok(false);
-        }
-        Ok(self.space().kvs.contains_key(record)?)
     }
 
     /// The records from `start` (inclusive) to `end` (exclusive), with their values or
@@ -208,14 +211,106 @@ impl<'t, 's> View<'t, 's> {
         ))
     }
 
-    /// How many records of `key` have tag `tag` (a walk of the index, no device reads).
-    pub(super) fn count_members(&self, key: &[u8], tag: u8) -> Result<usize> {
+    /// Whether the collection `key` (a `kind`: hash, set or sorted set) has `member`.
+    pub fn has_member(&self, key: &[u8], kind: KeyType, member: &[u8]) -> Result<bool> {
+        let found = self.record_exists(&record_key(key, member_tag(kind)?, member)?)?;
+        self.live_or_check(key, found, kind)
+    }
+
+    /// The members of the collection `key` (hash fields, set members, sorted-set members), in
+    /// byte order, read from the index alone.
+    pub fn member_names(&self, key: &[u8], kind: KeyType) -> Result<Vec<Bytes>> {
+        if !self.check_type(key, kind)? {
+            return Ok(Vec::new());
+        }
+        let member_tag = member_tag(kind)?;
+        let prefix_len = record_key(key, member_tag, &[])?.len();
+        let mut names = Vec::new();
+        for item in self.members(key, member_tag, false)? {
+            names.push(item?.0.slice(prefix_len..));
+        }
+        Ok(names)
+    }
+
+    /// How many members the collection `key` has (a walk of the index, no device reads).
+    pub fn member_count(&self, key: &[u8], kind: KeyType) -> Result<usize> {
+        if !self.check_type(key, kind)? {
+            return Ok(0);
+        }
         let mut count = 0;
-        for item in self.members(key, tag, false)? {
+        for item in self.members(key, member_tag(kind)?, false)? {
             item?;
             count += 1;
         }
         Ok(count)
+    }
+
+    /// Sets members of the collection `key` (hash fields with their values, set members with
+    /// empty ones); returns how many were new. With `only_new`, existing members are left alone.
+    pub fn put_members(
+        &mut self,
+        key: &[u8],
+        kind: KeyType,
+        pairs: &[(Bytes, Bytes)],
+        only_new: bool,
+    ) -> Result<usize> {
+        debug_assert_ne!(
+            kind,
+            KeyType::ZSet,
+            "a sorted set's members carry rank entries"
+        );
+        let member_tag = member_tag(kind)?;
+        let existed = self.prepare(key, kind)?;
+        let mut added = 0;
+        for (field, value) in pairs {
+            let record = record_key(key, member_tag, field)?;
+            let present = self.record_exists(&record)?;
+            if !present {
+                added += 1;
+            } else if only_new {
+                continue;
+            }
+            self.put_record(record, value.clone());
+        }
+        if !existed && added > 0 {
+            self.created(key);
+        }
+        if added > 0 || !only_new {
+            self.touch(key);
+        }
+        Ok(added)
+    }
+
+    /// Removes members (hash fields, set members) of the collection `key`; returns how many
+    /// were there. The collection goes with its last member.
+    pub fn remove_members(
+        &mut self,
+        key: &[u8],
+        kind: KeyType,
+        members: &[Bytes],
+    ) -> Result<usize> {
+        debug_assert_ne!(
+            kind,
+            KeyType::ZSet,
+            "a sorted set's members carry rank entries"
+        );
+        let member_tag = member_tag(kind)?;
+        if !self.prepare(key, kind)? {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        for member in members {
+            let record = record_key(key, member_tag, member)?;
+            if self.record_exists(&record)? {
+                self.delete_record(&record);
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            self.touch(key);
+            self.remove_if_no_members(key, member_tag)?;
+        }
+        Ok(removed)
     }
 
     /// Removes `key` if it has no records of tag `tag` left (a collection emptied by a write).
@@ -253,9 +348,7 @@ impl<'t, 's> View<'t, 's> {
 
     /// Notes that `key` was written (WATCH sees it).
     pub fn touch(&mut self, key: &[u8]) {
-        self.tx
-            .touched
-            .push((self.db, Some(Bytes::copy_from_slice(key))));
+        self.tx.touched.push((self.db, Bytes::copy_from_slice(key)));
     }
 
     /// Notes that `key` now exists where it did not.
@@ -270,15 +363,16 @@ impl<'t, 's> View<'t, 's> {
         *self.tx.count_deltas.entry((self.db, stripe)).or_default() -= 1;
     }
 
-    /// The tag of the first record of `key` (its type), whether or not it has expired.
-    fn first_tag(&self, key: &[u8]) -> Result<Option<u8>> {
+    /// The type of `key` as its first record's tag says, whether or not it has expired.
+    fn stored_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
         let start = base(key);
         let prefix_len = start.len();
         match self.records(start, key_end(key), false).next() {
             None => Ok(None),
             Some(item) => {
                 let (record, _) = item?;
-                Ok(record.get(prefix_len).copied())
+                let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
+                type_of_tag(first_tag, &record).map(Some)
             }
         }
     }
@@ -299,15 +393,9 @@ impl<'t, 's> View<'t, 's> {
 
     /// The type of `key`, if it exists and has not expired.
     pub fn key_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
-        let Some(first) = self.first_tag(key)? else {
+        let Some(kind) = self.stored_type(key)? else {
             return Ok(None);
         };
-        let kind = KeyType::of_tag(first).ok_or_else(|| {
-            damaged(
-                "a key whose first record has no type's tag",
-                &record_key(key, first, &[]).unwrap_or_default(),
-            )
-        })?;
         if self.has_expired(key)? {
             return Ok(None);
         }
@@ -336,26 +424,22 @@ impl<'t, 's> View<'t, 's> {
     /// For a writer: like [`View::check_type`], and a key past its expiry is removed first, so
     /// what follows starts from an empty key.
     pub fn prepare(&mut self, key: &[u8], kind: KeyType) -> Result<bool> {
-        let Some(first) = self.first_tag(key)? else {
+        let Some(found) = self.stored_type(key)? else {
             return Ok(false);
         };
         if self.has_expired(key)? {
             self.remove_key(key)?;
             return Ok(false);
         }
-        match KeyType::of_tag(first) {
-            Some(found) if found == kind => Ok(true),
-            Some(_) => Err(super::Failure::WrongType),
-            None => Err(damaged(
-                "a key whose first record has no type's tag",
-                &record_key(key, first, &[]).unwrap_or_default(),
-            )),
+        if found != kind {
+            return Err(super::Failure::WrongType);
         }
+        Ok(true)
     }
 
     /// Deletes every record of `key`; returns whether it existed (and had not expired).
     pub fn remove_key(&mut self, key: &[u8]) -> Result<bool> {
-        if self.first_tag(key)?.is_none() {
+        if self.stored_type(key)?.is_none() {
             return Ok(false);
         }
         let expires_at = self.expires_at(key)?;
@@ -392,12 +476,6 @@ impl<'t, 's> View<'t, 's> {
         }
         self.touch(key);
         Ok(())
-    }
-
-    /// Sets (or with `None` clears) the expiry of an existing key.
-    pub fn set_expiry(&mut self, key: &[u8], at: Option<u64>) -> Result<()> {
-        let old = self.expires_at(key)?;
-        self.write_expiry(key, old, at)
     }
 
     /// Deletes every key of this database (the caller touches the watched keys that existed).
@@ -447,8 +525,7 @@ impl<'t, 's> View<'t, 's> {
             }
             seen += 1;
             same_key_records = 0;
-            let kind = KeyType::of_tag(record_tag)
-                .ok_or_else(|| damaged("a key whose first record has no type's tag", &record))?;
+            let kind = type_of_tag(record_tag, &record)?;
             if !self.has_expired(key)? {
                 visit(key, kind);
             }
@@ -456,6 +533,23 @@ impl<'t, 's> View<'t, 's> {
         }
         Ok(None)
     }
+}
+
+/// The tag of the records holding a collection's members, by which they are counted, found and
+/// removed alike; strings and lists have no members.
+fn member_tag(kind: KeyType) -> Result<u8> {
+    match kind {
+        KeyType::Hash => Ok(tag::HASH_FIELD),
+        KeyType::Set => Ok(tag::SET_MEMBER),
+        KeyType::ZSet => Ok(tag::ZSET_MEMBER),
+        KeyType::String | KeyType::List => Err(super::Failure::WrongType),
+    }
+}
+
+/// The type a key's first record's tag names; a tag of no type is damage, named.
+fn type_of_tag(first_tag: u8, record: &[u8]) -> Result<KeyType> {
+    KeyType::of_tag(first_tag)
+        .ok_or_else(|| damaged("a key whose first record has no type's tag", record))
 }
 
 /// Records of one key a key walk steps over before it seeks past the rest (a seek costs a merge
@@ -483,12 +577,7 @@ impl View<'_, '_> {
         resume: &[u8],
         count: usize,
     ) -> Result<MemberPage> {
-        let member_tag = match kind {
-            KeyType::Hash => tag::HASH_FIELD,
-            KeyType::Set => tag::SET_MEMBER,
-            KeyType::ZSet => tag::ZSET_MEMBER,
-            KeyType::String | KeyType::List => return Err(super::Failure::WrongType),
-        };
+        let member_tag = member_tag(kind)?;
         if !self.check_type(key, kind)? {
             return Ok((Vec::new(), None));
         }

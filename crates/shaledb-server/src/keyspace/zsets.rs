@@ -148,6 +148,17 @@ impl View<'_, '_> {
         Ok(())
     }
 
+    /// Replaces whatever `key` held with a sorted set of `members` (the STORE forms); none
+    /// deletes the key. Returns the set's size.
+    pub fn zset_store(&mut self, key: &[u8], members: &[(Bytes, f64)]) -> Result<usize> {
+        self.remove_key(key)?;
+        let mut exists = false;
+        for (member, score) in members {
+            self.zset_put(key, member, *score, None, &mut exists)?;
+        }
+        Ok(members.len())
+    }
+
     /// Removes a member whose score is `score`; the set goes with its last member.
     pub fn zset_remove(&mut self, key: &[u8], member: &[u8], score: f64) -> Result<()> {
         self.delete_record(&record_key(key, tag::ZSET_MEMBER, member)?);
@@ -155,13 +166,6 @@ impl View<'_, '_> {
         self.touch(key);
         self.remove_if_no_members(key, tag::ZSET_MEMBER)?;
         Ok(())
-    }
-
-    pub fn zset_len(&self, key: &[u8]) -> Result<usize> {
-        if !self.check_type(key, KeyType::ZSet)? {
-            return Ok(0);
-        }
-        self.count_members(key, tag::ZSET_MEMBER)
     }
 
     /// Members in rank order (`reverse`: from the highest), starting at the first whose score
