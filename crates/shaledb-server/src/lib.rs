@@ -48,12 +48,26 @@ fn tracing_subscriber_filter(level: &str) -> tracing_subscriber::EnvFilter {
 
 /// Opens the KVDB and serves clients until SIGTERM or SIGINT, then drains and syncs.
 pub fn serve(config: Config) -> Result<()> {
+    return_freed_buffers_to_the_system();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("shale-serve")
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(run(config))
+}
+
+/// Client buffers of 1 MiB or more come from their own mappings, given back to the system when
+/// freed. By default glibc raises that threshold after each such free (up to 32 MiB), so the
+/// buffers of clients closed at `max_client_buffers_bytes` stay in the heap and the process keeps
+/// memory the budget no longer counts (measured: 104 MiB resident over a 64 MiB budget).
+fn return_freed_buffers_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before the runtime starts
+    // any thread, and a failure (0) leaves the default policy, which is correct too.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
 
 /// Whether the server takes traffic; `/readyz` reports it.
