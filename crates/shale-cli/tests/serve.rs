@@ -580,3 +580,136 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
     assert_eq!(client.call(&["FLUSHALL"]), ok());
     assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
 }
+
+/// A value of `length` bytes that shows a misplaced chunk (not one repeated byte).
+fn long_value(length: usize, seed: u8) -> Vec<u8> {
+    (0..length).map(|at| ((at % 251) as u8) ^ seed).collect()
+}
+
+fn long_bulk(length: usize, seed: u8) -> Value {
+    Value::Bulk(long_value(length, seed))
+}
+
+/// `assert_eq!` for replies holding megabytes: says where they differ, not what they hold.
+#[track_caller]
+fn assert_same(actual: Value, expected: Value) {
+    fn outline(value: &Value) -> String {
+        match value {
+            Value::Bulk(data) => format!("bulk of {} bytes", data.len()),
+            Value::Array(items) => format!(
+                "[{}]",
+                items.iter().map(outline).collect::<Vec<_>>().join(", ")
+            ),
+            other => format!("{other:?}"),
+        }
+    }
+    assert!(
+        actual == expected,
+        "{} != {}",
+        outline(&actual),
+        outline(&expected)
+    );
+}
+
+#[test]
+fn long_string_values_behave_like_any_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let server = Server::start(&db, &[]);
+    let mut client = server.connect();
+    let (a, b, c) = (
+        long_value(2 << 20, 1),
+        long_value((1 << 20) + 7, 2),
+        long_value(3 << 20, 3),
+    );
+    // MSET with two long values among short ones, and MGET of them.
+    client.send(&[b"MSET", b"a", &a, b"s", b"short", b"b", &b]);
+    assert_eq!(client.read(), Some(ok()));
+    client.send(&[b"MGET", b"a", b"s", b"b", b"none"]);
+    assert_same(
+        client.read().unwrap(),
+        Value::Array(vec![
+            long_bulk(a.len(), 1),
+            bulk("short"),
+            long_bulk(b.len(), 2),
+            Value::Nil,
+        ]),
+    );
+    // SET's options, SETNX, GETSET, SETEX.
+    client.send(&[b"SET", b"a", &c, b"GET"]);
+    assert_same(client.read().unwrap(), long_bulk(a.len(), 1));
+    client.send(&[b"SETNX", b"a", &b]);
+    assert_eq!(client.read(), Some(Value::Int(0)));
+    client.send(&[b"GETSET", b"a", &a]);
+    assert_same(client.read().unwrap(), long_bulk(c.len(), 3));
+    client.send(&[b"SETEX", b"ttl", b"100", &c]);
+    assert_eq!(client.read(), Some(ok()));
+    assert_eq!(client.call(&["TTL", "ttl"]), Value::Int(100));
+    assert_eq!(client.call(&["STRLEN", "ttl"]), Value::Int(c.len() as i64));
+    // In-memory commands on a long string work within max_in_memory_string_bytes.
+    assert_eq!(
+        client.call(&["APPEND", "b", "tail"]),
+        Value::Int(b.len() as i64 + 4)
+    );
+    let mut b_tail = b.clone();
+    b_tail.extend_from_slice(b"tail");
+    assert_same(client.call(&["GET", "b"]), Value::Bulk(b_tail.clone()));
+    assert_eq!(
+        client.call(&["GETRANGE", "b", "-6", "-1"]),
+        Value::Bulk(b_tail[b_tail.len() - 6..].to_vec())
+    );
+    // MULTI: a long value set and read in one transaction; FLUSHALL then SET keeps the new one.
+    assert_eq!(client.call(&["MULTI"]), ok());
+    client.send(&[b"SET", b"m", &c]);
+    assert_eq!(client.read(), Some(Value::Status("QUEUED".into())));
+    assert_eq!(client.call(&["GET", "m"]), Value::Status("QUEUED".into()));
+    assert_same(
+        client.call(&["EXEC"]),
+        Value::Array(vec![ok(), long_bulk(c.len(), 3)]),
+    );
+    // RENAME, COPY to another database and MOVE carry the value; the source goes.
+    assert_eq!(client.call(&["RENAME", "m", "renamed"]), ok());
+    assert_eq!(client.call(&["EXISTS", "m"]), Value::Int(0));
+    assert_eq!(
+        client.call(&["COPY", "renamed", "copied", "DB", "1"]),
+        Value::Int(1)
+    );
+    assert_eq!(client.call(&["MOVE", "renamed", "2"]), Value::Int(1));
+    assert_eq!(client.call(&["SELECT", "1"]), ok());
+    assert_same(client.call(&["GET", "copied"]), long_bulk(c.len(), 3));
+    assert_eq!(client.call(&["SELECT", "2"]), ok());
+    assert_same(client.call(&["GET", "renamed"]), long_bulk(c.len(), 3));
+    // A value sent while database 2 is selected, set in database 3 by a queued SELECT.
+    assert_eq!(client.call(&["MULTI"]), ok());
+    assert_eq!(
+        client.call(&["SELECT", "3"]),
+        Value::Status("QUEUED".into())
+    );
+    client.send(&[b"SET", b"elsewhere", &a]);
+    assert_eq!(client.read(), Some(Value::Status("QUEUED".into())));
+    assert_eq!(client.call(&["EXEC"]), Value::Array(vec![ok(), ok()]));
+    assert_same(client.call(&["GET", "elsewhere"]), long_bulk(a.len(), 1));
+    assert_eq!(client.call(&["SELECT", "0"]), ok());
+    assert_eq!(client.call(&["MULTI"]), ok());
+    assert_eq!(client.call(&["FLUSHALL"]), Value::Status("QUEUED".into()));
+    client.send(&[b"SET", b"after-flush", &b]);
+    assert_eq!(client.read(), Some(Value::Status("QUEUED".into())));
+    assert_eq!(client.call(&["EXEC"]), Value::Array(vec![ok(), ok()]));
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(1));
+    // A failed command drops its value: WRONGTYPE from GETSET on a list.
+    assert_eq!(client.call(&["RPUSH", "list", "x"]), Value::Int(1));
+    client.send(&[b"GETSET", b"list", &a]);
+    assert!(
+        matches!(client.read(), Some(Value::Error(message)) if message.starts_with("WRONGTYPE"))
+    );
+    // Everything as it was after a restart.
+    drop(client);
+    server.signal("TERM");
+    server.wait();
+    let server = Server::start(&db, &[]);
+    let mut client = server.connect();
+    assert_same(client.call(&["GET", "after-flush"]), long_bulk(b.len(), 2));
+    // FLUSHALL emptied the other databases, blobs and all.
+    assert_eq!(client.call(&["SELECT", "3"]), ok());
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
+}

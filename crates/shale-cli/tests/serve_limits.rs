@@ -39,8 +39,14 @@ fn expect_log(server: &Server, message: &str, reason: &str) {
 
 /// The header and the first `sent` bytes of `SET key <value of length>`.
 fn partial_set(key: &str, length: usize, sent: usize) -> Vec<u8> {
+    partial_request("SET", key, length, sent)
+}
+
+/// The header and the first `sent` bytes of `command key <argument of length>`.
+fn partial_request(command: &str, key: &str, length: usize, sent: usize) -> Vec<u8> {
     let mut out = format!(
-        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${length}\r\n",
+        "*3\r\n${}\r\n{command}\r\n${}\r\n{key}\r\n${length}\r\n",
+        command.len(),
         key.len()
     )
     .into_bytes();
@@ -147,11 +153,13 @@ fn a_client_that_does_not_read_its_replies_is_disconnected() {
         client.call(&["HGETALL", "hash"]),
         Value::Error("ERR the reply would exceed max_output_bytes (1048576 bytes)".into())
     );
-    // Any other reply past it closes the client that asked for it: a 1 MiB value's reply.
+    // A long string is streamed from the engine, never held: GET passes max_output_bytes.
     let largest = "w".repeat(1 << 20);
     assert_eq!(client.call(&["SET", "largest", &largest]), ok());
+    assert_eq!(client.call(&["GET", "largest"]), bulk(&largest));
+    // Any other reply past it closes the client that asked for it: a 1 MiB range built whole.
     let mut greedy = server.connect();
-    greedy.send(&[b"GET", b"largest"]);
+    greedy.send(&[b"GETRANGE", b"largest", b"0", b"-1"]);
     expect_log(
         &server,
         "closing client: limit exceeded",
@@ -176,11 +184,17 @@ fn all_clients_buffers_share_one_budget() {
         ],
     );
     let baseline = resident_bytes(&server);
-    // Ten clients each send 20 MiB of a 30 MiB value, and stall: 200 MiB against a 64 MiB budget.
+    // Ten clients each send 20 MiB of a 30 MiB set member (buffered: only string values stream),
+    // and stall: 200 MiB against a 64 MiB budget.
     let mut stalled = Vec::new();
     for index in 0..10 {
         let mut stream = TcpStream::connect(&server.address).unwrap();
-        let _ = stream.write_all(&partial_set(&format!("k{index}"), 30 * MIB, 20 * MIB));
+        let _ = stream.write_all(&partial_request(
+            "SADD",
+            &format!("k{index}"),
+            30 * MIB,
+            20 * MIB,
+        ));
         stalled.push(stream);
     }
     let grown = resident_bytes(&server).saturating_sub(baseline);
@@ -254,4 +268,144 @@ fn the_admin_port_has_its_own_client_limit() {
         assert!(Instant::now() < deadline, "{response}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The byte at `at` of the test's long values (not one repeated byte: a misplaced chunk shows).
+fn long_byte(at: usize, seed: u8) -> u8 {
+    ((at % 251) as u8) ^ seed
+}
+
+/// Sends `SET key <length bytes>` in 1 MiB writes without building the value.
+fn send_long_set(stream: &mut TcpStream, key: &str, length: usize, seed: u8) {
+    stream.write_all(&partial_set(key, length, 0)).unwrap();
+    let mut piece = vec![0u8; MIB];
+    let mut at = 0;
+    while at < length {
+        let n = MIB.min(length - at);
+        for (offset, byte) in piece[..n].iter_mut().enumerate() {
+            *byte = long_byte(at + offset, seed);
+        }
+        stream.write_all(&piece[..n]).unwrap();
+        at += n;
+    }
+    stream.write_all(b"\r\n").unwrap();
+}
+
+/// Reads a bulk reply of `length` bytes and checks each byte, without holding it whole.
+fn expect_long_bulk(client: &mut serve_support::Client, length: usize, seed: u8) {
+    assert_eq!(client.read_line().unwrap(), format!("${length}"));
+    let mut piece = vec![0u8; MIB];
+    let mut at = 0;
+    while at < length {
+        let n = MIB.min(length - at);
+        client.reader.read_exact(&mut piece[..n]).unwrap();
+        for (offset, byte) in piece[..n].iter().enumerate() {
+            assert_eq!(*byte, long_byte(at + offset, seed), "byte {}", at + offset);
+        }
+        at += n;
+    }
+    assert_eq!(client.read_line().unwrap(), "");
+}
+
+#[test]
+fn long_values_stream_to_the_engine_and_back_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let limits = [
+        "--max-client-buffers-bytes",
+        "67108864",
+        "--max-request-bytes",
+        "33554432",
+        "--cache-mb",
+        "16",
+    ];
+    let server = Server::start(&db, &limits);
+    let baseline = resident_bytes(&server);
+    // Three clients at once each SET 96 MiB: 288 MiB of values against a 64 MiB budget for
+    // client buffers and 32 MiB per request. Each is written to the engine as it arrives.
+    const LENGTH: usize = 96 * MIB;
+    let writers: Vec<_> = (0..3u8)
+        .map(|seed| {
+            let address = server.address.clone();
+            std::thread::spawn(move || {
+                let mut client = serve_support::Client::new(TcpStream::connect(address).unwrap());
+                send_long_set(
+                    client.reader.get_mut(),
+                    &format!("long{seed}"),
+                    LENGTH,
+                    seed,
+                );
+                assert_eq!(client.read(), Some(ok()));
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let grown = resident_bytes(&server).saturating_sub(baseline);
+    assert!(
+        grown < 128 * MIB,
+        "{} MiB more resident memory after 288 MiB of values",
+        grown / MIB
+    );
+    let mut client = server.connect();
+    assert_eq!(client.call(&["STRLEN", "long1"]), Value::Int(LENGTH as i64));
+    for seed in 0..3u8 {
+        client.send(&[b"GET", format!("long{seed}").as_bytes()]);
+        expect_long_bulk(&mut client, LENGTH, seed);
+    }
+    // A command that needs a string whole in memory says which bound it is past.
+    match client.call(&["APPEND", "long0", "x"]) {
+        Value::Error(message) => {
+            assert!(message.contains("max_in_memory_string_bytes"), "{message}")
+        }
+        other => panic!("APPEND to a 96 MiB string: {other:?}"),
+    }
+    // Only string values stream; a long argument elsewhere is buffered, within its limits.
+    client
+        .reader
+        .get_mut()
+        .write_all(&partial_request("SADD", "set", 40 * MIB, 0))
+        .unwrap();
+    assert_eq!(
+        client.read(),
+        Some(Value::Error(
+            "ERR Protocol error: request is larger than the server's limit".into()
+        ))
+    );
+    // Values survive a restart.
+    server.signal("TERM");
+    server.wait();
+    let server = Server::start(&db, &limits);
+    let mut client = server.connect();
+    client.send(&[b"GET", b"long2"]);
+    expect_long_bulk(&mut client, LENGTH, 2);
+    // A client that leaves mid-value leaves nothing behind: the key does not exist, and a value
+    // cut off by a kill is deleted at the next start, logged.
+    let mut leaver = TcpStream::connect(&server.address).unwrap();
+    leaver
+        .write_all(&partial_set("cut", 8 * MIB, 3 * MIB))
+        .unwrap();
+    drop(leaver);
+    let mut killed = TcpStream::connect(&server.address).unwrap();
+    killed
+        .write_all(&partial_set("killed", 8 * MIB, 5 * MIB))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(client.call(&["EXISTS", "cut", "killed"]), Value::Int(0));
+    server.signal("KILL");
+    server.wait();
+    let server = Server::start(&db, &limits);
+    let swept = server.startup_logs.iter().any(|line| {
+        line.contains("deleted a long value whose command never committed")
+            && line.contains("\"chunks\":10")
+    });
+    assert!(
+        swept,
+        "no sweep of the 5 MiB sent: {:?}",
+        server.startup_logs
+    );
+    let mut client = server.connect();
+    assert_eq!(client.call(&["EXISTS", "cut", "killed"]), Value::Int(0));
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(3));
 }

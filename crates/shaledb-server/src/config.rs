@@ -28,9 +28,16 @@ pub struct ServeArgs {
     /// Most bytes of one request [default: 67108864].
     #[arg(long, env = "SHALE_MAX_REQUEST_BYTES")]
     pub max_request_bytes: Option<usize>,
-    /// Most bytes of one argument (bulk string) [default: 8388608].
+    /// Most bytes of one argument and of one string (Redis's proto-max-bulk-len); string values
+    /// longer than 512 KiB are streamed to the engine as they arrive, not buffered
+    /// [default: 536870912].
     #[arg(long, env = "SHALE_MAX_BULK_BYTES")]
     pub max_bulk_bytes: Option<usize>,
+    /// Longest string a command that works on a whole string in memory (APPEND, SETRANGE,
+    /// SETBIT, GETRANGE, BITCOUNT, LCS, INCR, SORT's weights) reads or builds; GET, SET and the
+    /// other commands that move a string whole stream it instead [default: 67108864].
+    #[arg(long, env = "SHALE_MAX_IN_MEMORY_STRING_BYTES")]
+    pub max_in_memory_string_bytes: Option<usize>,
     /// Most bytes of one request before the client authenticates [default: 16384].
     #[arg(long, env = "SHALE_MAX_UNAUTHENTICATED_REQUEST_BYTES")]
     pub max_unauthenticated_request_bytes: Option<usize>,
@@ -78,6 +85,7 @@ struct FileConfig {
     maxclients: Option<usize>,
     max_request_bytes: Option<usize>,
     max_bulk_bytes: Option<usize>,
+    max_in_memory_string_bytes: Option<usize>,
     max_unauthenticated_request_bytes: Option<usize>,
     max_output_bytes: Option<usize>,
     output_stall_timeout: Option<u64>,
@@ -118,6 +126,7 @@ pub struct Config {
     pub maxclients: usize,
     pub max_request_bytes: usize,
     pub max_bulk_bytes: usize,
+    pub max_in_memory_string_bytes: usize,
     pub max_unauthenticated_request_bytes: usize,
     pub max_output_bytes: usize,
     pub output_stall_timeout: Duration,
@@ -211,7 +220,11 @@ impl Config {
             max_bulk_bytes: args
                 .max_bulk_bytes
                 .or(file.max_bulk_bytes)
-                .unwrap_or(8 << 20),
+                .unwrap_or(512 << 20),
+            max_in_memory_string_bytes: args
+                .max_in_memory_string_bytes
+                .or(file.max_in_memory_string_bytes)
+                .unwrap_or(64 << 20),
             max_unauthenticated_request_bytes: args
                 .max_unauthenticated_request_bytes
                 .or(file.max_unauthenticated_request_bytes)
@@ -260,9 +273,6 @@ impl Config {
         }
         if config.max_client_buffers_bytes < config.max_request_bytes {
             bail!("max_client_buffers_bytes must be at least max_request_bytes");
-        }
-        if config.max_bulk_bytes > config.max_request_bytes {
-            bail!("max_bulk_bytes must not exceed max_request_bytes");
         }
         Ok(config)
     }

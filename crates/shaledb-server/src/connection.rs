@@ -5,13 +5,18 @@
 //! under the tighter unauthenticated limits), replies are written whenever `OUTPUT_FLUSH_BYTES`
 //! of them are ready rather than after the whole pipeline, a client whose pending replies exceed
 //! `max_output_bytes` or stay unread for `output_stall_timeout` is disconnected, and input and
-//! output together are charged to the budget all clients share (`buffers`).
+//! output together are charged to the budget all clients share (`buffers`). A string value
+//! longer than a chunk is not buffered: its bytes go to a blob in the engine as they arrive
+//! (`Partial`), and a long string is written to the socket as its chunks are read.
 
 use crate::buffers::BufferCharge;
-use crate::commands::{Session, Shared, Waiter};
+use crate::commands::{takes_streamed_value, Request, Session, Shared, Waiter};
 use crate::config::Executor;
-use crate::resp::{parse_request, Output, ProtocolError, RequestLimits};
-use bytes::{Bytes, BytesMut};
+use crate::keyspace::{StagedBlob, Upload, CHUNK_BYTES};
+use crate::resp::{
+    continue_request, parse_request, Frame, Output, Part, ProtocolError, RequestLimits,
+};
+use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -29,8 +34,6 @@ const ARGS_MAX: usize = 1 << 20;
 /// Most arguments of a request before AUTH (Redis 7.2's bound).
 const UNAUTHENTICATED_ARGS_MAX: usize = 10;
 
-type Request = Vec<Bytes>;
-
 /// Why a connection ends early; logged with the client.
 enum Close {
     /// The client left or the socket failed.
@@ -38,6 +41,9 @@ enum Close {
     /// QUIT, or the server drains.
     Done,
     Limit(String),
+    /// The server could not do its part (a long value it could not store or read): logged as
+    /// an error.
+    Failed(String),
 }
 
 /// Serves one client until it is done; `_permit` is its maxclients slot.
@@ -58,12 +64,19 @@ pub async fn serve_client(
         shared: shared.clone(),
         session: Some(session),
         input: BytesMut::new(),
+        partial: None,
         charge: BufferCharge::new(shared.buffer_budget.clone()),
     };
     let close = client.serve(&mut stream, &mut shutdown).await;
-    if let Close::Limit(reason) = close {
-        shared.metrics.clients_closed_by_limit.inc();
-        tracing::warn!(client = id, %peer, %reason, "closing client: limit exceeded");
+    match close {
+        Close::Limit(reason) => {
+            shared.metrics.clients_closed_by_limit.inc();
+            tracing::warn!(client = id, %peer, %reason, "closing client: limit exceeded");
+        }
+        Close::Failed(reason) => {
+            tracing::error!(client = id, %peer, %reason, "closing client");
+        }
+        Close::Gone | Close::Done => {}
     }
     let _ = stream.shutdown().await;
     shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
@@ -76,7 +89,35 @@ struct Client {
     /// Taken while a worker runs the client's requests.
     session: Option<Session>,
     input: BytesMut,
+    /// A request whose string value is arriving.
+    partial: Option<Partial>,
     charge: BufferCharge,
+}
+
+/// A request read up to a string value that streams into a blob as its bytes arrive.
+struct Partial {
+    request: Request,
+    /// Bytes of the request's arguments held in memory.
+    held: usize,
+    phase: Phase,
+}
+
+enum Phase {
+    /// The value's bytes and CRLF come next. Its upload starts once the requests before it have
+    /// run, so it goes to the database they leave selected.
+    Value {
+        length: usize,
+        upload: Option<Upload>,
+        after: usize,
+    },
+    /// The arguments after it come next.
+    Rest { after: usize },
+}
+
+/// Why a partial request cannot go on.
+enum Broken {
+    Protocol(ProtocolError),
+    Close(Close),
 }
 
 impl Client {
@@ -94,6 +135,7 @@ impl Client {
                 bulk_bytes_max: config.max_bulk_bytes,
                 args_max: ARGS_MAX,
                 unauthenticated: false,
+                streaming: Some((CHUNK_BYTES, takes_streamed_value)),
             }
         } else {
             RequestLimits {
@@ -101,6 +143,7 @@ impl Client {
                 bulk_bytes_max: config.max_unauthenticated_request_bytes,
                 args_max: UNAUTHENTICATED_ARGS_MAX,
                 unauthenticated: true,
+                streaming: None,
             }
         }
     }
@@ -115,7 +158,13 @@ impl Client {
             // Before AUTH, one request at a time: AUTH changes the limits the next is read under.
             let one_only = !self.authenticated();
             let limits = self.limits();
-            let broken = take_requests(&mut self.input, &limits, &mut pending, one_only);
+            let mut broken = None;
+            if self.partial.is_none() {
+                match take_requests(&mut self.input, &limits, &mut pending, one_only) {
+                    Ok(partial) => self.partial = partial,
+                    Err(error) => broken = Some(error),
+                }
+            }
             let ran = !pending.is_empty();
             while !pending.is_empty() {
                 if let Err(close) = self.run_and_reply(stream, &mut pending).await {
@@ -123,6 +172,14 @@ impl Client {
                 }
                 if let Err(close) = self.wait_unblocked(stream, shutdown, &mut pending).await {
                     return close;
+                }
+            }
+            if self.partial.is_some() && broken.is_none() {
+                match self.advance_partial(&mut pending) {
+                    Ok(()) if !pending.is_empty() => continue,
+                    Ok(()) => {}
+                    Err(Broken::Protocol(error)) => broken = Some(error),
+                    Err(Broken::Close(close)) => return close,
                 }
             }
             if let Some(ProtocolError(message)) = broken {
@@ -192,7 +249,7 @@ impl Client {
                 id,
                 db: session.db,
                 protocol,
-                request,
+                request: request.args,
                 reply: sender,
             },
             blocked.generation,
@@ -266,15 +323,117 @@ impl Client {
                 config.max_output_bytes
             )));
         }
-        if !self.charge.set(self.input.capacity() + output.len()) {
+        if !self.charge.set(self.held() + output.len()) {
             return Err(self.budget_exhausted(output.len()));
         }
         write_output(stream, &mut output, config.output_stall_timeout).await?;
-        self.charge.set(self.input.capacity());
+        self.charge.set(self.held());
         if closing {
             return Err(Close::Done);
         }
         Ok(())
+    }
+
+    /// What this client holds apart from replies: its input buffer, and a streaming request's
+    /// arguments and chunk.
+    fn held(&self) -> usize {
+        let partial = self.partial.as_ref().map_or(0, |partial| {
+            let chunk = match &partial.phase {
+                Phase::Value {
+                    upload: Some(upload),
+                    ..
+                } => upload.buffered(),
+                _ => 0,
+            };
+            partial.held + chunk
+        });
+        self.input.capacity() + partial
+    }
+
+    /// Moves a streaming request on with what the input holds: the value's bytes into its blob,
+    /// then the arguments after it. A request it completes goes to `pending`.
+    fn advance_partial(&mut self, pending: &mut VecDeque<Request>) -> Result<(), Broken> {
+        let Some(session) = self.session.as_ref() else {
+            return Ok(());
+        };
+        let space = self.shared.keyspaces[session.db].space();
+        let mut limits = self.limits();
+        let Some(partial) = self.partial.as_mut() else {
+            return Ok(());
+        };
+        loop {
+            match &mut partial.phase {
+                Phase::Value {
+                    length,
+                    upload,
+                    after,
+                } => {
+                    if upload.is_none() {
+                        let begun = Upload::begin(space.clone(), *length as u64);
+                        *upload = Some(begun.map_err(|failure| {
+                            Broken::Close(Close::Failed(format!(
+                                "a value of {length} bytes could not be stored: {failure:?}"
+                            )))
+                        })?);
+                    }
+                    let writing = upload.as_mut().expect("begun above");
+                    let take = (writing.remaining() as usize).min(self.input.len());
+                    if let Err(failure) = writing.push(&self.input[..take]) {
+                        return Err(Broken::Close(Close::Failed(format!(
+                            "a value of {length} bytes could not be stored: {failure:?}"
+                        ))));
+                    }
+                    self.input.advance(take);
+                    if writing.remaining() > 0 || self.input.len() < 2 {
+                        return Ok(());
+                    }
+                    if &self.input[..2] != b"\r\n" {
+                        return Err(Broken::Protocol(ProtocolError(
+                            "bulk string not terminated by CRLF".into(),
+                        )));
+                    }
+                    self.input.advance(2);
+                    let blob: StagedBlob = upload.take().expect("begun above").finish();
+                    let index = partial.request.args.len();
+                    partial.request.args.push(Bytes::new());
+                    partial.request.streamed.push((index, blob));
+                    partial.phase = Phase::Rest { after: *after };
+                }
+                Phase::Rest { after: 0 } => {
+                    let partial = self.partial.take().expect("matched above");
+                    pending.push_back(partial.request);
+                    return Ok(());
+                }
+                Phase::Rest { after } => {
+                    // The arguments held so far count against the request's limit.
+                    limits.request_bytes_max =
+                        limits.request_bytes_max.saturating_sub(partial.held);
+                    let index = partial.request.args.len();
+                    let command = partial.request.args[0].clone();
+                    let frame = continue_request(&mut self.input, &command, index, *after, &limits)
+                        .map_err(Broken::Protocol)?;
+                    let (args, phase) = match frame {
+                        None => return Ok(()),
+                        Some(Frame::Request(args)) => (args, Phase::Rest { after: 0 }),
+                        Some(Frame::Stream {
+                            args,
+                            length,
+                            after,
+                        }) => (
+                            args,
+                            Phase::Value {
+                                length,
+                                upload: None,
+                                after,
+                            },
+                        ),
+                    };
+                    partial.held += args.iter().map(Bytes::len).sum::<usize>();
+                    partial.request.args.extend(args);
+                    partial.phase = phase;
+                }
+            }
+        }
     }
 
     fn budget_exhausted(&self, wanted: usize) -> Close {
@@ -300,14 +459,14 @@ impl Client {
         let ceiling = self.limits().request_bytes_max + READ_BUFFER_BYTES;
         let wanted = wanted.min(ceiling.max(self.input.len() + READ_BUFFER_BYTES));
         // While the input is copied both buffers exist: charge both, then the new one alone.
-        let during_copy = self.input.capacity() + wanted;
+        let during_copy = self.held() + wanted;
         if !self.charge.set(during_copy) {
             return Err(self.budget_exhausted(during_copy));
         }
         let mut grown = BytesMut::with_capacity(wanted);
         grown.extend_from_slice(&self.input);
         self.input = grown;
-        self.charge.set(wanted);
+        self.charge.set(self.held());
         Ok(())
     }
 
@@ -323,7 +482,7 @@ impl Client {
         // threads, whatever the executor: other clients keep being served meanwhile.
         let slow = pending.iter().any(|request| {
             shared
-                .command_of(request)
+                .command_of(&request.args)
                 .is_some_and(|command| command.is_slow())
         });
         let executor = if slow {
@@ -370,23 +529,38 @@ impl Client {
     }
 }
 
-/// Moves every complete request of `input` (only the first, with `one_only`) to `pending`, and
-/// returns the protocol error that stopped parsing, if any.
+/// Moves every complete request of `input` (only the first, with `one_only`) to `pending`;
+/// stops at a request with a value to stream, returned to be read on (`Client::advance_partial`)
+/// once those before it have run.
 fn take_requests(
     input: &mut BytesMut,
     limits: &RequestLimits,
     pending: &mut VecDeque<Request>,
     one_only: bool,
-) -> Option<ProtocolError> {
+) -> Result<Option<Partial>, ProtocolError> {
     loop {
         if one_only && !pending.is_empty() {
-            return None;
+            return Ok(None);
         }
-        match parse_request(input, limits) {
-            Ok(Some(args)) if args.is_empty() => {}
-            Ok(Some(args)) => pending.push_back(args),
-            Ok(None) => return None,
-            Err(error) => return Some(error),
+        match parse_request(input, limits)? {
+            Some(Frame::Request(args)) if args.is_empty() => {}
+            Some(Frame::Request(args)) => pending.push_back(Request::from(args)),
+            Some(Frame::Stream {
+                args,
+                length,
+                after,
+            }) => {
+                return Ok(Some(Partial {
+                    held: args.iter().map(Bytes::len).sum(),
+                    request: Request::from(args),
+                    phase: Phase::Value {
+                        length,
+                        upload: None,
+                        after,
+                    },
+                }))
+            }
+            None => return Ok(None),
         }
     }
 }
@@ -399,8 +573,8 @@ fn execute_slice(
     pending: &mut VecDeque<Request>,
 ) -> Output {
     let mut output = Output::new();
-    while let Some(request) = pending.pop_front() {
-        let reply = shared.execute(session, &request);
+    while let Some(mut request) = pending.pop_front() {
+        let reply = shared.execute(session, &mut request);
         if session.blocked.is_some() {
             // A blocking command found nothing: the connection queues it with the server
             // (`Client::wait_unblocked`).
@@ -415,25 +589,64 @@ fn execute_slice(
     output
 }
 
-/// Writes `output`, giving up when the client leaves a write unaccepted for `stall`.
+/// Writes `output`, giving up when the client leaves a write unaccepted for `stall`; a streamed
+/// body is read a chunk at a time as the socket takes it.
 async fn write_output(
     stream: &mut TcpStream,
     output: &mut Output,
     stall: Duration,
 ) -> Result<(), Close> {
     for part in output.take() {
-        let mut rest = &part[..];
-        while !rest.is_empty() {
-            match tokio::time::timeout(stall, stream.write(rest)).await {
-                Err(_) => {
-                    return Err(Close::Limit(format!(
-                        "its replies stayed unread for output_stall_timeout ({} s)",
-                        stall.as_secs()
-                    )))
+        match part {
+            Part::Bytes(bytes) => write_bytes(stream, &bytes, stall).await?,
+            Part::Stream(bulk) => {
+                let Some(mut source) = bulk.take_source() else {
+                    return Err(Close::Failed("a streamed reply written twice".into()));
+                };
+                let mut written = 0u64;
+                loop {
+                    match source.next_chunk() {
+                        Ok(Some(chunk)) => {
+                            written += chunk.len() as u64;
+                            write_bytes(stream, &chunk, stall).await?;
+                        }
+                        Ok(None) => break,
+                        // Its length is sent already: the reply cannot be finished or taken
+                        // back, so the connection ends, and the log says why.
+                        Err(error) => {
+                            return Err(Close::Failed(format!(
+                                "a long value could not be read while it was sent: {error}"
+                            )))
+                        }
+                    }
                 }
-                Ok(Err(_)) | Ok(Ok(0)) => return Err(Close::Gone),
-                Ok(Ok(written)) => rest = &rest[written..],
+                if written != bulk.len() {
+                    return Err(Close::Failed(format!(
+                        "a long value read {written} bytes of {}",
+                        bulk.len()
+                    )));
+                }
             }
+        }
+    }
+    Ok(())
+}
+
+async fn write_bytes(
+    stream: &mut TcpStream,
+    mut rest: &[u8],
+    stall: Duration,
+) -> Result<(), Close> {
+    while !rest.is_empty() {
+        match tokio::time::timeout(stall, stream.write(rest)).await {
+            Err(_) => {
+                return Err(Close::Limit(format!(
+                    "its replies stayed unread for output_stall_timeout ({} s)",
+                    stall.as_secs()
+                )))
+            }
+            Ok(Err(_)) | Ok(Ok(0)) => return Err(Close::Gone),
+            Ok(Ok(written)) => rest = &rest[written..],
         }
     }
     Ok(())

@@ -26,6 +26,8 @@ pub struct RequestLimits {
     /// Whether these are the tighter limits of a client that has not authenticated yet (the
     /// errors then say so, as Redis's do).
     pub unauthenticated: bool,
+    /// Which arguments are streamed rather than buffered (`None`: none).
+    pub streaming: Option<StreamRule>,
 }
 
 impl RequestLimits {
@@ -49,18 +51,38 @@ impl ProtocolError {
     }
 }
 
-/// Takes the first complete request from `buffer`: `Ok(Some(args))` consumes it, `Ok(None)`
-/// means more bytes are needed (nothing consumed), and an error means the stream is unusable.
-/// An empty inline line yields an empty request, which callers skip.
+/// What the parser took from the front of the buffer.
+#[derive(Debug, PartialEq)]
+pub enum Frame {
+    /// A whole request.
+    Request(Vec<Bytes>),
+    /// A request with an argument to stream ([`RequestLimits::streaming`]): the arguments before
+    /// it, its length (its header is consumed; its bytes and CRLF come next in the stream) and
+    /// how many arguments follow it ([`continue_request`] reads them).
+    Stream {
+        args: Vec<Bytes>,
+        length: usize,
+        after: usize,
+    },
+}
+
+/// Which arguments are streamed: those longer than `.0` bytes at an index (of the command
+/// named first) where `.1` says the command takes a streamed value.
+pub type StreamRule = (usize, fn(&[u8], usize) -> bool);
+
+/// Takes the first complete request from `buffer`: `Ok(Some(frame))` consumes it (or, for a
+/// stream, everything up to its streamed argument), `Ok(None)` means more bytes are needed
+/// (nothing consumed), and an error means the stream is unusable. An empty inline line yields
+/// an empty request, which callers skip.
 pub fn parse_request(
     buffer: &mut BytesMut,
     limits: &RequestLimits,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+) -> Result<Option<Frame>, ProtocolError> {
     if buffer.is_empty() {
         return Ok(None);
     }
     if buffer[0] != b'*' {
-        return parse_inline(buffer);
+        return Ok(parse_inline(buffer)?.map(Frame::Request));
     }
     let mut cursor = 0usize;
     let Some(count) = read_header(buffer, &mut cursor, b'*')? else {
@@ -71,11 +93,34 @@ pub fn parse_request(
     }
     if count <= 0 {
         buffer.advance(cursor);
-        return Ok(Some(Vec::new()));
+        return Ok(Some(Frame::Request(Vec::new())));
     }
+    parse_arguments(buffer, cursor, count as usize, 0, None, limits)
+}
+
+/// Reads the `count` arguments that follow a streamed one, the first of them argument
+/// `first_index` of a request naming `command`; as [`parse_request`] otherwise.
+pub fn continue_request(
+    buffer: &mut BytesMut,
+    command: &[u8],
+    first_index: usize,
+    count: usize,
+    limits: &RequestLimits,
+) -> Result<Option<Frame>, ProtocolError> {
+    parse_arguments(buffer, 0, count, first_index, Some(command), limits)
+}
+
+fn parse_arguments(
+    buffer: &mut BytesMut,
+    mut cursor: usize,
+    count: usize,
+    first_index: usize,
+    command: Option<&[u8]>,
+    limits: &RequestLimits,
+) -> Result<Option<Frame>, ProtocolError> {
     // The count is only a claim until the arguments arrive: allocate for a few at first.
-    let mut spans = Vec::with_capacity((count as usize).min(64));
-    for _ in 0..count {
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(count.min(64));
+    for position in 0..count {
         if cursor >= buffer.len() {
             return incomplete(buffer, limits);
         }
@@ -92,6 +137,23 @@ pub fn parse_request(
             return Err(limits.error("bulk length"));
         }
         let length = length as usize;
+        if let Some((stream_above, takes_stream)) = limits.streaming {
+            let name = command.or_else(|| {
+                spans
+                    .first()
+                    .map(|&(start, len)| &buffer[start..start + len])
+            });
+            if length > stream_above
+                && name.is_some_and(|name| takes_stream(name, first_index + position))
+            {
+                let frame = buffer.split_to(cursor).freeze();
+                return Ok(Some(Frame::Stream {
+                    args: slices(&frame, spans),
+                    length,
+                    after: count - position - 1,
+                }));
+            }
+        }
         if cursor + length > limits.request_bytes_max {
             return Err(ProtocolError::new(
                 "request is larger than the server's limit",
@@ -107,18 +169,17 @@ pub fn parse_request(
         cursor += length + 2;
     }
     let frame = buffer.split_to(cursor).freeze();
-    Ok(Some(
-        spans
-            .into_iter()
-            .map(|(start, length)| frame.slice(start..start + length))
-            .collect(),
-    ))
+    Ok(Some(Frame::Request(slices(&frame, spans))))
 }
 
-fn incomplete(
-    buffer: &BytesMut,
-    limits: &RequestLimits,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+fn slices(frame: &Bytes, spans: Vec<(usize, usize)>) -> Vec<Bytes> {
+    spans
+        .into_iter()
+        .map(|(start, length)| frame.slice(start..start + length))
+        .collect()
+}
+
+fn incomplete(buffer: &BytesMut, limits: &RequestLimits) -> Result<Option<Frame>, ProtocolError> {
     if buffer.len() > limits.request_bytes_max {
         return Err(ProtocolError::new(
             "request is larger than the server's limit",
@@ -267,6 +328,53 @@ fn split_inline(text: &[u8]) -> Option<Vec<Bytes>> {
 }
 
 /// A reply, encoded for the connection's protocol version by [`Reply::encode`].
+/// Where a long bulk reply's bytes come from: chunk by chunk, read as the socket takes them,
+/// so a 512 MB value is never in memory whole.
+pub trait ChunkSource: Send {
+    /// The next chunk; `None` after the last; an error names what could not be read.
+    fn next_chunk(&mut self) -> Result<Option<Bytes>, String>;
+}
+
+/// A bulk reply of `length` bytes that its [`ChunkSource`] yields when written.
+pub struct StreamedBulk {
+    length: u64,
+    source: std::sync::Mutex<Option<Box<dyn ChunkSource>>>,
+}
+
+impl StreamedBulk {
+    pub fn new(length: u64, source: Box<dyn ChunkSource>) -> std::sync::Arc<StreamedBulk> {
+        std::sync::Arc::new(StreamedBulk {
+            length,
+            source: std::sync::Mutex::new(Some(source)),
+        })
+    }
+
+    /// Takes the source to write it (once: a reply is written once).
+    pub fn take_source(&self) -> Option<Box<dyn ChunkSource>> {
+        self.source.lock().ok()?.take()
+    }
+
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+}
+
+impl std::fmt::Debug for StreamedBulk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StreamedBulk({} bytes)", self.length)
+    }
+}
+
+impl PartialEq for StreamedBulk {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     /// `+text`
@@ -286,6 +394,8 @@ pub enum Reply {
     Double(f64),
     /// A RESP3 verbatim text string (`=`); a bulk string in RESP2.
     Verbatim(String),
+    /// A bulk string read as it is written (a long string's blob).
+    Stream(std::sync::Arc<StreamedBulk>),
 }
 
 impl Reply {
@@ -340,6 +450,11 @@ impl Reply {
                 put_text_bulk(out, b'=', body.as_bytes());
             }
             Reply::Verbatim(text) => put_text_bulk(out, b'$', text.as_bytes()),
+            Reply::Stream(bulk) => {
+                put_line(out, b'$', bulk.len().to_string().as_bytes());
+                out.push_part(Part::Stream(bulk.clone()));
+                out.extend(b"\r\n");
+            }
         }
     }
 }
@@ -349,9 +464,17 @@ const SHARED_BULK_BYTES_MIN: usize = 16 << 10;
 
 /// Encoded replies waiting to be written to a client: small parts copied together, large bulk
 /// strings kept as the buffers the engine returned (a 1 MiB value is never copied into a reply).
+/// A piece of encoded output: bytes, or a streamed bulk's body, read when written.
+pub enum Part {
+    Bytes(Bytes),
+    Stream(std::sync::Arc<StreamedBulk>),
+}
+
+/// Encoded replies. `len` counts the bytes held, not streamed bodies (those are read a chunk at a
+/// time as they are written).
 #[derive(Default)]
 pub struct Output {
-    parts: VecDeque<Bytes>,
+    parts: VecDeque<Part>,
     tail: BytesMut,
     len: usize,
 }
@@ -379,27 +502,42 @@ impl Output {
         if bytes.len() < SHARED_BULK_BYTES_MIN {
             return self.extend(bytes);
         }
-        if !self.tail.is_empty() {
-            self.parts.push_back(self.tail.split().freeze());
-        }
-        self.parts.push_back(bytes.clone());
         self.len += bytes.len();
+        self.push_part(Part::Bytes(bytes.clone()));
+    }
+
+    fn push_part(&mut self, part: Part) {
+        if !self.tail.is_empty() {
+            self.parts
+                .push_back(Part::Bytes(self.tail.split().freeze()));
+        }
+        self.parts.push_back(part);
     }
 
     /// Takes every encoded part, in order, leaving this empty.
-    pub fn take(&mut self) -> VecDeque<Bytes> {
+    pub fn take(&mut self) -> VecDeque<Part> {
         if !self.tail.is_empty() {
-            self.parts.push_back(self.tail.split().freeze());
+            self.parts
+                .push_back(Part::Bytes(self.tail.split().freeze()));
         }
         self.len = 0;
         std::mem::take(&mut self.parts)
     }
 
-    /// Everything encoded so far as one buffer (tests and small replies).
+    /// Everything encoded so far as one buffer, streamed bodies read whole (tests).
+    #[cfg(test)]
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len);
         for part in &self.parts {
-            out.extend_from_slice(part);
+            match part {
+                Part::Bytes(bytes) => out.extend_from_slice(bytes),
+                Part::Stream(bulk) => {
+                    let mut source = bulk.take_source().expect("read once");
+                    while let Some(chunk) = source.next_chunk().expect("a chunk") {
+                        out.extend_from_slice(&chunk);
+                    }
+                }
+            }
         }
         out.extend_from_slice(&self.tail);
         out
@@ -483,6 +621,7 @@ mod tests {
         bulk_bytes_max: 64 << 10,
         args_max: 1024,
         unauthenticated: false,
+        streaming: None,
     };
 
     fn encode_request(args: &[Vec<u8>]) -> Vec<u8> {
@@ -498,8 +637,11 @@ mod tests {
     fn parse_all(bytes: &[u8]) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
         let mut buffer = BytesMut::from(bytes);
         let mut requests = Vec::new();
-        while let Some(request) = parse_request(&mut buffer, &LIMITS)? {
-            requests.push(request);
+        while let Some(frame) = parse_request(&mut buffer, &LIMITS)? {
+            match frame {
+                Frame::Request(request) => requests.push(request),
+                Frame::Stream { .. } => panic!("nothing streams under LIMITS"),
+            }
         }
         Ok(requests)
     }
@@ -513,6 +655,54 @@ mod tests {
         assert_eq!(requests[0][2], Bytes::from_static(b"a\r\nb"));
         assert_eq!(requests[1], vec![Bytes::from("PING"), Bytes::from("hello")]);
         assert_eq!(requests[2], vec![Bytes::from("PING")]);
+    }
+
+    #[test]
+    fn long_values_stop_the_parse_where_their_bytes_begin() {
+        fn takes_stream(command: &[u8], index: usize) -> bool {
+            command == b"MSET" && index >= 2 && index.is_multiple_of(2)
+        }
+        let limits = RequestLimits {
+            streaming: Some((4, takes_stream)),
+            ..LIMITS
+        };
+        let bytes = encode_request(&[
+            b"MSET".to_vec(),
+            b"long-key-is-not-streamed".to_vec(),
+            b"0123456789".to_vec(),
+            b"k".to_vec(),
+            b"v".to_vec(),
+        ]);
+        let mut buffer = BytesMut::from(&bytes[..]);
+        let frame = parse_request(&mut buffer, &limits).unwrap().unwrap();
+        assert_eq!(
+            frame,
+            Frame::Stream {
+                args: vec![Bytes::from("MSET"), Bytes::from("long-key-is-not-streamed")],
+                length: 10,
+                after: 2,
+            }
+        );
+        assert!(
+            buffer.starts_with(b"0123456789\r\n"),
+            "the value's bytes are left"
+        );
+        buffer.advance(12);
+        let rest = continue_request(&mut buffer, b"MSET", 3, 2, &limits)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            rest,
+            Frame::Request(vec![Bytes::from("k"), Bytes::from("v")])
+        );
+        assert!(buffer.is_empty());
+        // Not at a value's place, or short: buffered as ever.
+        let bytes = encode_request(&[b"ECHO".to_vec(), b"0123456789".to_vec()]);
+        let mut buffer = BytesMut::from(&bytes[..]);
+        assert!(matches!(
+            parse_request(&mut buffer, &limits),
+            Ok(Some(Frame::Request(_)))
+        ));
     }
 
     #[test]
@@ -600,13 +790,20 @@ mod tests {
         assert_eq!(out.to_vec().len(), expected_len);
         let parts = out.take();
         assert!(out.is_empty());
-        assert_eq!(parts.len(), 3, "header, the value itself, then the rest");
-        assert_eq!(parts[1].as_ptr(), large.as_ptr(), "the value's own buffer");
+        let bytes: Vec<&Bytes> = parts
+            .iter()
+            .map(|part| match part {
+                Part::Bytes(bytes) => bytes,
+                Part::Stream(_) => panic!("no streamed part"),
+            })
+            .collect();
+        assert_eq!(bytes.len(), 3, "header, the value itself, then the rest");
+        assert_eq!(bytes[1].as_ptr(), large.as_ptr(), "the value's own buffer");
         assert_eq!(
-            &parts[0][..],
+            &bytes[0][..],
             format!("*2\r\n${}\r\n", large.len()).as_bytes()
         );
-        assert_eq!(&parts[2][..], b"\r\n:7\r\n");
+        assert_eq!(&bytes[2][..], b"\r\n:7\r\n");
     }
 
     proptest! {
@@ -652,7 +849,7 @@ mod tests {
             buffer.extend_from_slice(&bytes[at..]);
             let parsed = parse_request(&mut buffer, &LIMITS).unwrap().unwrap();
             let expected: Vec<Bytes> = args.iter().map(|arg| Bytes::from(arg.clone())).collect();
-            prop_assert_eq!(parsed, expected);
+            prop_assert_eq!(parsed, Frame::Request(expected));
             prop_assert!(buffer.is_empty());
         }
     }

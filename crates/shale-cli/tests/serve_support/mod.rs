@@ -15,6 +15,8 @@ pub struct Server {
     pub admin: Option<String>,
     /// The JSON log lines the server printed (read on a thread, so its stdout never fills).
     pub logs: mpsc::Receiver<String>,
+    /// The lines it printed before it listened (taken from `logs` while waiting for it).
+    pub startup_logs: Vec<String>,
 }
 
 impl Server {
@@ -48,6 +50,7 @@ impl Server {
             address: String::new(),
             admin: None,
             logs,
+            startup_logs: Vec::new(),
         };
         let wants_admin = extra.contains(&"--admin-bind");
         while server.address.is_empty() || (wants_admin && server.admin.is_none()) {
@@ -62,6 +65,7 @@ impl Server {
                 Some("admin listening") => server.admin = address,
                 _ => {}
             }
+            server.startup_logs.push(line);
         }
         server
     }

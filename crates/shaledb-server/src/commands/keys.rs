@@ -141,7 +141,7 @@ fn rename_key(ctx: &mut Ctx, args: &[Bytes], only_if_new: bool) -> Result<bool, 
     if only_if_new && view.key_type(to)?.is_some() {
         return Ok(false);
     }
-    view.put_key_records(to, &records)?;
+    view.put_key_records(to, records)?;
     view.remove_key(from)?;
     Ok(true)
 }
@@ -189,7 +189,7 @@ pub(super) fn copy(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if !replace && target.key_type(to)?.is_some() {
         return Ok(Reply::Integer(0));
     }
-    target.put_key_records(to, &records)?;
+    target.put_key_records(to, records)?;
     Ok(Reply::Integer(1))
 }
 
@@ -208,7 +208,7 @@ pub(super) fn move_key(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if target.key_type(key)?.is_some() {
         return Ok(Reply::Integer(0));
     }
-    target.put_key_records(key, &records)?;
+    target.put_key_records(key, records)?;
     ctx.view().remove_key(key)?;
     Ok(Reply::Integer(1))
 }

@@ -22,9 +22,12 @@ mod zsets;
 
 use crate::buffers::BufferBudget;
 use crate::config::Config;
-use crate::keyspace::{self, stripe_of, Failure, Keyspace, Tx, View, STRIPES};
+use crate::keyspace::{
+    self, stripe_of, BlobIds, BlobReader, Failure, Keyspace, StagedBlob, StringInput, StringValue,
+    Tx, View, STRIPES,
+};
 use crate::metrics::Metrics;
-use crate::resp::Reply;
+use crate::resp::{ChunkSource, Reply, StreamedBulk};
 pub use blocking::Waiter;
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
@@ -34,6 +37,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use strings::takes_streamed_value;
 pub use transactions::Watches;
 
 /// The Redis version whose commands and replies this server follows.
@@ -437,7 +441,10 @@ pub struct Session {
     /// Set by QUIT: close after replying.
     pub closing: bool,
     /// MULTI's queue, while one is open.
-    multi: Option<Vec<Vec<Bytes>>>,
+    multi: Option<Vec<Request>>,
+    /// The streamed values of the request running now, by argument index; a command that takes
+    /// one ([`Ctx::string_arg`]) links it, and what is left is deleted when the request ends.
+    streamed: Vec<(usize, StagedBlob)>,
     /// A command failed to queue: EXEC answers EXECABORT.
     multi_failed: bool,
     /// This session's WATCHed keys, and the flag a write to any of them sets.
@@ -498,6 +505,23 @@ struct ScanCursors {
     order: VecDeque<u64>,
 }
 
+/// One request of a client: its arguments, and the string values that were streamed into blobs
+/// as they arrived (their places in `args` hold empty bytes).
+#[derive(Default)]
+pub struct Request {
+    pub args: Vec<Bytes>,
+    pub streamed: Vec<(usize, StagedBlob)>,
+}
+
+impl From<Vec<Bytes>> for Request {
+    fn from(args: Vec<Bytes>) -> Self {
+        Request {
+            args,
+            streamed: Vec::new(),
+        }
+    }
+}
+
 /// What one command runs with.
 pub struct Ctx<'c, 's> {
     pub shared: &'s Shared,
@@ -511,6 +535,19 @@ impl<'s> Ctx<'_, 's> {
         let db = self.session.db;
         self.tx.on(db)
     }
+
+    /// The string value at argument `index`: its bytes, or the blob it was streamed into.
+    fn string_arg<'a>(&mut self, args: &'a [Bytes], index: usize) -> StringInput<'a> {
+        match self
+            .session
+            .streamed
+            .iter()
+            .position(|(at, _)| *at == index)
+        {
+            Some(position) => StringInput::Staged(self.session.streamed.swap_remove(position).1),
+            None => StringInput::Bytes(&args[index]),
+        }
+    }
 }
 
 /// Locks held while a writing command (or EXEC) runs and commits.
@@ -518,11 +555,14 @@ type Guards<'a> = Vec<MutexGuard<'a, ()>>;
 
 impl Shared {
     pub fn new(db: Arc<Db>, config: Config) -> Result<Shared, Failure> {
+        let blob_ids = BlobIds::new();
         let mut keyspaces = config
             .kvs_names
             .iter()
             .enumerate()
-            .map(|(number, name)| Keyspace::open(db.clone(), db.kvs(name)?, number))
+            .map(|(number, name)| {
+                Keyspace::open(db.clone(), db.kvs(name)?, number, blob_ids.clone())
+            })
             .collect::<Result<Vec<_>, Failure>>()?;
         // After SWAPDB a KVS serves another database than the one configured: order by that.
         keyspaces.sort_by_key(|keyspace| keyspace.number);
@@ -577,6 +617,7 @@ impl Shared {
             library: None,
             closing: false,
             multi: None,
+            streamed: Vec::new(),
             multi_failed: false,
             watch: transactions::WatchState::new(self.watches.clone()),
             in_exec: false,
@@ -592,9 +633,11 @@ impl Shared {
 
     /// Runs one request and returns its reply; then, if it wrote, serves the clients waiting in
     /// blocking commands.
-    pub fn execute(&self, session: &mut Session, args: &[Bytes]) -> Reply {
+    pub fn execute(&self, session: &mut Session, request: &mut Request) -> Reply {
         let generation = self.write_generation();
-        let reply = self.execute_one(session, args);
+        session.streamed = std::mem::take(&mut request.streamed);
+        let reply = self.execute_one(session, &request.args);
+        session.streamed.clear();
         if self.write_generation() != generation {
             self.serve_waiters();
         }
@@ -619,7 +662,10 @@ impl Shared {
                 command.name,
                 "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
             ) {
-                queue.push(args.to_vec());
+                queue.push(Request {
+                    args: args.to_vec(),
+                    streamed: std::mem::take(&mut session.streamed),
+                });
                 return Reply::Status("QUEUED");
             }
         }
@@ -630,7 +676,7 @@ impl Shared {
         } else {
             Vec::new()
         };
-        let mut tx = Tx::new(&self.keyspaces);
+        let mut tx = self.tx();
         let outcome = self
             .run(command, session, &mut tx, args)
             .and_then(|reply| self.commit(tx).map(|()| reply));
@@ -638,6 +684,11 @@ impl Shared {
         self.metrics
             .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
         outcome.unwrap_or_else(|error| error)
+    }
+
+    /// A transaction for commands (strings read whole are bounded by max_in_memory_string_bytes).
+    fn tx(&self) -> Tx<'_> {
+        Tx::new(&self.keyspaces).holding_strings_up_to(self.config.max_in_memory_string_bytes)
     }
 
     /// Runs `command` in `tx`, which the caller commits (the caller holds its locks).
@@ -877,6 +928,26 @@ fn parse_float(arg: &[u8]) -> Option<f64> {
 
 fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// A string's reply: its bytes, or its blob read as the socket takes it.
+fn string_reply(value: Option<StringValue>) -> Reply {
+    match value {
+        None => Reply::Nil,
+        Some(StringValue::Inline(data)) => Reply::Bulk(data),
+        Some(StringValue::Blob(reader)) => {
+            Reply::Stream(StreamedBulk::new(reader.len(), Box::new(reader)))
+        }
+    }
+}
+
+impl ChunkSource for BlobReader {
+    fn next_chunk(&mut self) -> Result<Option<Bytes>, String> {
+        BlobReader::next_chunk(self).map_err(|failure| match Reply::from(failure) {
+            Reply::Error(text) => text,
+            other => format!("{other:?}"),
+        })
+    }
 }
 
 fn bulk_or_nil(value: Option<Bytes>) -> Reply {

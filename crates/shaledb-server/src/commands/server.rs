@@ -427,7 +427,7 @@ fn flush(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
             view.touch(&key);
         }
     }
-    view.flush();
+    view.flush()?;
     Ok(())
 }
 

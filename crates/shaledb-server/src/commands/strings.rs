@@ -1,10 +1,10 @@
 //! String commands.
 
 use super::{
-    bulk_or_nil, clamp_range, is, not_float, not_integer, parse_float, parse_int, reply_fits,
+    clamp_range, is, not_float, not_integer, parse_float, parse_int, reply_fits, string_reply,
     syntax_error, wrong_arity, Ctx, Outcome,
 };
-use crate::keyspace::{self, now_ms, Failure, SetCondition, SetExpiry};
+use crate::keyspace::{self, now_ms, Failure, SetCondition, SetExpiry, StringValue};
 use crate::resp::Reply;
 use bytes::Bytes;
 
@@ -17,7 +17,18 @@ fn too_long(ctx: &Ctx) -> Reply {
 }
 
 pub(super) fn get(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    Ok(bulk_or_nil(ctx.view().get_string(&args[1])?))
+    Ok(string_reply(ctx.view().get_string_value(&args[1])?))
+}
+
+/// Whether `command` takes a string value at argument `index` that may be streamed into a blob
+/// as it arrives (`resp::StreamRule`); such a value is then [`Ctx::string_arg`]'s to take.
+pub fn takes_streamed_value(command: &[u8], index: usize) -> bool {
+    let is_command = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
+    match index {
+        2 if is_command("SET") || is_command("SETNX") || is_command("GETSET") => true,
+        3 if is_command("SETEX") || is_command("PSETEX") => true,
+        _ => index >= 2 && index.is_multiple_of(2) && (is_command("MSET") || is_command("MSETNX")),
+    }
 }
 
 /// An expiry option's time as unix ms: `option` is EX, PX, EXAT or PXAT.
@@ -48,7 +59,7 @@ fn is_expiry_option(option: &[u8]) -> bool {
 }
 
 pub(super) fn set(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let (key, data) = (&args[1], &args[2]);
+    let key = &args[1];
     let mut condition = SetCondition::Always;
     let mut expiry = SetExpiry::Clear;
     let mut return_old = false;
@@ -69,34 +80,33 @@ pub(super) fn set(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             return Err(syntax_error());
         }
     }
+    let data = ctx.string_arg(args, 2);
     let mut view = ctx.view();
     let old = if return_old {
-        view.get_string(key)?
+        view.get_string_value(key)?
     } else {
         None
     };
     let written = view.set_string_if(key, data, condition, expiry)?;
     Ok(match (return_old, written) {
-        (true, _) => bulk_or_nil(old),
+        (true, _) => string_reply(old),
         (false, true) => Reply::OK,
         (false, false) => Reply::Nil,
     })
 }
 
 pub(super) fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let written = ctx.view().set_string_if(
-        &args[1],
-        &args[2],
-        SetCondition::IfMissing,
-        SetExpiry::Clear,
-    )?;
+    let data = ctx.string_arg(args, 2);
+    let written =
+        ctx.view()
+            .set_string_if(&args[1], data, SetCondition::IfMissing, SetExpiry::Clear)?;
     Ok(Reply::Integer(i64::from(written)))
 }
 
 fn set_with_expiry(ctx: &mut Ctx, args: &[Bytes], unit: &str, command: &str) -> Outcome {
     let at = expiry_at(unit.as_bytes(), &args[2], command)?;
-    ctx.view()
-        .set_string(&args[1], &args[3], SetExpiry::At(at))?;
+    let data = ctx.string_arg(args, 3);
+    ctx.view().set_string(&args[1], data, SetExpiry::At(at))?;
     Ok(Reply::OK)
 }
 
@@ -109,19 +119,20 @@ pub(super) fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn getset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
+    let data = ctx.string_arg(args, 2);
     let mut view = ctx.view();
-    let old = view.get_string(&args[1])?;
-    view.set_string(&args[1], &args[2], SetExpiry::Clear)?;
-    Ok(bulk_or_nil(old))
+    let old = view.get_string_value(&args[1])?;
+    view.set_string(&args[1], data, SetExpiry::Clear)?;
+    Ok(string_reply(old))
 }
 
 pub(super) fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut view = ctx.view();
-    let Some(old) = view.get_string(&args[1])? else {
+    let Some(old) = view.get_string_value(&args[1])? else {
         return Ok(Reply::Nil);
     };
     view.remove_key(&args[1])?;
-    Ok(Reply::Bulk(old))
+    Ok(string_reply(Some(old)))
 }
 
 pub(super) fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -143,7 +154,7 @@ pub(super) fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         }
     }
     let mut view = ctx.view();
-    let Some(value) = view.get_string(&args[1])? else {
+    let Some(value) = view.get_string_value(&args[1])? else {
         return Ok(Reply::Nil);
     };
     match change {
@@ -155,7 +166,7 @@ pub(super) fn getex(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             view.expire(&args[1], at, keyspace::ExpireCondition::ALWAYS)?;
         }
     }
-    Ok(Reply::Bulk(value))
+    Ok(string_reply(Some(value)))
 }
 
 pub(super) fn mget(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
@@ -165,14 +176,18 @@ pub(super) fn mget(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut reply_bytes = 0;
     for key in &args[1..] {
         // MGET answers nil for keys of other types, as Redis does.
-        let value = match view.get_string(key) {
+        let value = match view.get_string_value(key) {
             Ok(value) => value,
             Err(Failure::WrongType) => None,
             Err(other) => return Err(other.into()),
         };
-        reply_bytes += value.as_ref().map_or(5, |value| value.len() + 16);
+        // A long string is streamed, not held: only its header counts.
+        reply_bytes += match &value {
+            Some(StringValue::Inline(data)) => data.len() + 16,
+            _ => 16,
+        };
         reply_fits(shared, reply_bytes)?;
-        values.push(bulk_or_nil(value));
+        values.push(string_reply(value));
     }
     Ok(Reply::Array(values))
 }
@@ -181,9 +196,10 @@ pub(super) fn mset(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if args.len().is_multiple_of(2) {
         return Err(wrong_arity("mset"));
     }
-    let mut view = ctx.view();
-    for pair in args[1..].chunks(2) {
-        view.set_string(&pair[0], &pair[1], SetExpiry::Clear)?;
+    for index in (1..args.len()).step_by(2) {
+        let data = ctx.string_arg(args, index + 1);
+        ctx.view()
+            .set_string(&args[index], data, SetExpiry::Clear)?;
     }
     Ok(Reply::OK)
 }
@@ -192,14 +208,16 @@ pub(super) fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     if args.len().is_multiple_of(2) {
         return Err(wrong_arity("msetnx"));
     }
-    let mut view = ctx.view();
+    let view = ctx.view();
     for pair in args[1..].chunks(2) {
         if view.key_type(&pair[0])?.is_some() {
             return Ok(Reply::Integer(0));
         }
     }
-    for pair in args[1..].chunks(2) {
-        view.set_string(&pair[0], &pair[1], SetExpiry::Clear)?;
+    for index in (1..args.len()).step_by(2) {
+        let data = ctx.string_arg(args, index + 1);
+        ctx.view()
+            .set_string(&args[index], data, SetExpiry::Clear)?;
     }
     Ok(Reply::Integer(1))
 }
@@ -282,8 +300,7 @@ pub(super) fn append(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let value = ctx.view().get_string(&args[1])?;
-    Ok(Reply::Integer(value.map_or(0, |value| value.len()) as i64))
+    Ok(Reply::Integer(ctx.view().string_length(&args[1])? as i64))
 }
 
 pub(super) fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {

@@ -7,7 +7,7 @@
 //! error and leaves no writes behind; the others still apply, as in Redis.
 
 use super::{Ctx, Outcome, Session};
-use crate::keyspace::{now_ms, Tx};
+use crate::keyspace::now_ms;
 use crate::resp::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -171,32 +171,34 @@ pub(super) fn exec(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
     }
     let shared = ctx.shared;
     // SELECT and MOVE inside the transaction: keys of other databases; lock everything.
-    let switches_db = queue.iter().any(|args| {
+    let switches_db = queue.iter().any(|request| {
         shared
-            .command_of(args)
+            .command_of(&request.args)
             .is_some_and(|command| matches!(command.name, "SELECT" | "MOVE" | "SWAPDB"))
     });
-    let guards = shared.lock(queue.iter().map(|args| &args[..]), switches_db);
+    let guards = shared.lock(queue.iter().map(|request| &request.args[..]), switches_db);
     if ctx.session.watch.is_dirty() {
         end_transaction(ctx.session);
         return Ok(Reply::NilArray);
     }
-    let mut tx = Tx::new(&shared.keyspaces);
+    let mut tx = shared.tx();
     let mut replies = Vec::with_capacity(queue.len());
     ctx.session.in_exec = true;
-    for args in &queue {
-        let Some(command) = shared.command_of(args) else {
+    for request in queue {
+        let Some(command) = shared.command_of(&request.args) else {
             replies.push(Reply::error("ERR unknown command"));
             continue;
         };
         let savepoint = tx.savepoint();
-        match shared.run(command, ctx.session, &mut tx, args) {
+        ctx.session.streamed = request.streamed;
+        match shared.run(command, ctx.session, &mut tx, &request.args) {
             Ok(reply) => replies.push(reply),
             Err(error) => {
                 tx.rollback(savepoint);
                 replies.push(error);
             }
         }
+        ctx.session.streamed.clear();
     }
     ctx.session.in_exec = false;
     let committed = shared.commit(tx);

@@ -5,8 +5,7 @@
 //! | record key                            | value                       | holds                   |
 //! |---------------------------------------|-----------------------------|-------------------------|
 //! | `0` base `s`                          | the string                  | a string of <= 512 KiB  |
-//! | `0` base `c`                          | length (8-byte BE)          | a longer string ...     |
-//! | `0` base `d` chunk (4-byte BE)        | 512 KiB of it               | ... in chunks           |
+//! | `0` base `c`                          | length, blob id (2 x 8-byte BE) | a longer string ... |
 //! | `0` base `h` field                    | the field's value           | one hash field          |
 //! | `0` base `L`                          | head, tail (2 x 8-byte BE)  | a list's bounds         |
 //! | `0` base `l` position (8-byte sortable) | the element               | one list element        |
@@ -16,13 +15,18 @@
 //! | `0` base `0xFE`                       | unix ms (8-byte BE)         | the key's expiry time   |
 //! | `1` unix ms (8-byte BE) base          | empty                       | the expiry queue        |
 //! | `2` stripe (2-byte BE)                | count (8-byte BE)           | live keys of a stripe   |
-//! | `3layout`                             | `shale-redis-layout 2 4096` | this layout's version   |
+//! | `3layout`                             | `shale-redis-layout 3 4096` | this layout's version   |
 //! | `3database`                           | number (2-byte BE)          | the database served     |
+//! | `4` blob id (8-byte BE)               | empty                       | ... its blob, linked    |
+//! | `4` blob id chunk (4-byte BE)         | 512 KiB of it               | ... in chunks           |
 //!
 //! A key's *base* is its length as a 4-byte big-endian number, then the key; the base's first
 //! byte is the class byte `0`, since keys are at most 1 KiB. All records of one Redis key are
 //! adjacent and sort below `base 0xFF`, so a key's type is the tag of its first record (one index
 //! seek, no device read), its expiry is one point read, and deleting it is one prefix delete.
+//! A string longer than 512 KiB is a *blob* (see `blobs`): written chunk by chunk as it arrives,
+//! outside the batch of the command that then links it, so its size is bound neither by memory
+//! nor by the engine's batch limit.
 //! Hash fields, set and sorted-set members and list elements are records of their own: HSET
 //! writes one field, LPUSH one element. Expiry times are records too, and survive restarts; the
 //! queue orders them by time so the background expirer finds what is due without a scan. DBSIZE
@@ -31,6 +35,7 @@
 //! All reads and writes go through a [`Tx`]: a command's reads see its own earlier writes, and
 //! everything it (or a whole MULTI/EXEC) wrote commits as one engine batch.
 
+mod blobs;
 mod expiry;
 mod hashes;
 mod lists;
@@ -40,9 +45,10 @@ mod strings;
 mod tx;
 mod zsets;
 
+pub use blobs::{BlobIds, BlobReader, StagedBlob, Upload, CHUNK_BYTES};
 pub use expiry::{expire_due, ExpireCondition};
 pub use lists::{ListEnd, Pivot};
-pub use strings::{SetCondition, SetExpiry};
+pub use strings::{SetCondition, SetExpiry, StringInput, StringValue};
 pub use tx::{KeyRecords, Savepoint, Tx, View};
 pub use zsets::{LexBound, Ranked, ScoreBound};
 
@@ -58,16 +64,22 @@ const DATA: u8 = 0;
 const EXPIRY_QUEUE: u8 = 1;
 const KEY_COUNTS: u8 = 2;
 const LAYOUT_KEY: &[u8] = b"\x03layout";
+/// Blobs: the chunks of long strings (`blobs`).
+const BLOBS: u8 = 4;
 /// Which database a KVS serves (2-byte BE): SWAPDB rewrites it.
 const DATABASE_KEY: &[u8] = b"\x03database";
-const LAYOUT_VALUE: &str = "shale-redis-layout 2 4096";
+const LAYOUT_VALUE: &str = "shale-redis-layout 3 4096";
+/// Layout 2 kept a long string's chunks under its key, `base d chunk`, and its length alone in
+/// its `c` record; opening such a database moves them into blobs.
+const LAYOUT_2_VALUE: &str = "shale-redis-layout 2 4096";
 
 /// The tag byte after a key's base.
 mod tag {
     pub const STRING: u8 = b's';
-    /// A string longer than one engine value: its length, its chunks under `STRING_CHUNK`.
+    /// A string longer than one chunk: its length and the blob holding it.
     pub const CHUNKED_STRING: u8 = b'c';
-    pub const STRING_CHUNK: u8 = b'd';
+    /// Layout 2 kept a long string's chunks under this tag.
+    pub const LAYOUT_2_STRING_CHUNK: u8 = b'd';
     pub const HASH_FIELD: u8 = b'h';
     pub const LIST_BOUNDS: u8 = b'L';
     pub const LIST_ITEM: u8 = b'l';
@@ -204,9 +216,11 @@ fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
 
 /// A KVS holding one database's records, and its key counts.
 pub struct Space {
+    db: Arc<Db>,
     pub kvs: Kvs,
     /// Live keys per stripe, as stored in the `2` records (changed under the stripe's lock).
     counts: Vec<AtomicI64>,
+    blob_ids: Arc<BlobIds>,
 }
 
 /// One Redis database: the [`Space`] that serves it now (SWAPDB exchanges two).
@@ -220,13 +234,20 @@ impl Keyspace {
     /// Opens `kvs`, configured as database `number`: checks the layout (upgrading layout 1 in
     /// place) and loads the key counts. Returns it with the database it serves, which differs
     /// from `number` after a SWAPDB.
-    pub fn open(db: Arc<Db>, kvs: Kvs, number: usize) -> Result<Keyspace> {
-        let space = Space {
+    pub fn open(db: Arc<Db>, kvs: Kvs, number: usize, blob_ids: Arc<BlobIds>) -> Result<Keyspace> {
+        let space = Arc::new(Space {
+            db: db.clone(),
             kvs,
             counts: (0..STRIPES).map(|_| AtomicI64::new(0)).collect(),
-        };
+            blob_ids,
+        });
+        // Blobs are swept only in a KVS known to hold Redis data: class `4` means nothing elsewhere.
         match space.kvs.get(LAYOUT_KEY)? {
-            Some(value) if value == LAYOUT_VALUE.as_bytes() => space.load_counts()?,
+            Some(value) if value == LAYOUT_VALUE.as_bytes() => blobs::sweep(&space)?,
+            Some(value) if value == LAYOUT_2_VALUE.as_bytes() => {
+                blobs::sweep(&space)?;
+                upgrade_from_layout_2(&space)?;
+            }
             Some(value) => {
                 return Err(Failure::Damaged(format!(
                     "KVS {:?} holds Redis data in an unknown layout {:?} (this server reads {LAYOUT_VALUE:?})",
@@ -234,8 +255,9 @@ impl Keyspace {
                     String::from_utf8_lossy(&value)
                 )))
             }
-            None => space.upgrade_from_layout_1(&db, number)?,
+            None => upgrade_from_layout_1(&space, number)?,
         }
+        space.load_counts()?;
         let serves = match space.kvs.get(DATABASE_KEY)? {
             Some(value) if value.len() == 2 => u16::from_be_bytes([value[0], value[1]]) as usize,
             Some(value) => return Err(damaged("a database number", &value)),
@@ -247,7 +269,7 @@ impl Keyspace {
         Ok(Keyspace {
             db,
             number: serves,
-            space: RwLock::new(Arc::new(space)),
+            space: RwLock::new(space),
         })
     }
 
@@ -304,70 +326,6 @@ impl Space {
         Ok(())
     }
 
-    /// Rewrites a database of layout 1 (no layout record, strings with a TTL under tag `x`, no
-    /// key counts) into this layout; a new database just gets its layout record. Idempotent: a
-    /// crash midway leaves no layout record, and the next open upgrades again.
-    fn upgrade_from_layout_1(&self, db: &Arc<Db>, number: usize) -> Result<()> {
-        // Expiry-queue records (class 1) may be left by an upgrade that crashed midway; the
-        // layout and database records (class 3) are written only once it is done.
-        if let Some(record) = self.kvs.range(vec![KEY_COUNTS + 1]..).keys().next() {
-            return Err(damaged(
-                &format!(
-                    "KVS {:?} has no Redis layout record but holds records other than Redis keys",
-                    self.kvs.name()
-                ),
-                &record?,
-            ));
-        }
-        let mut counts = vec![0i64; STRIPES];
-        // The upgrade writes through a keyspace of its own on this space, before any client.
-        let this = Keyspace {
-            db: db.clone(),
-            number,
-            space: RwLock::new(Arc::new(Space {
-                kvs: self.kvs.clone(),
-                counts: (0..STRIPES).map(|_| AtomicI64::new(0)).collect(),
-            })),
-        };
-        let spaces = std::slice::from_ref(&this);
-        let mut tx = Tx::new(spaces);
-        let mut last_key: Option<Vec<u8>> = None;
-        for record in self.kvs.prefix([DATA]).keys() {
-            let record = record?;
-            let (key, record_tag, _) = split_record_key(&record)
-                .ok_or_else(|| damaged("a layout-1 record without a key", &record))?;
-            if last_key.as_deref() != Some(key) {
-                counts[stripe_of(key)] += 1;
-                last_key = Some(key.to_vec());
-            }
-            if record_tag == tag::LAYOUT_1_STRING_WITH_TTL {
-                let value = self
-                    .kvs
-                    .get(&record)?
-                    .ok_or_else(|| damaged("a layout-1 record vanished", &record))?;
-                let expires_at = read_u64(&value, "a layout-1 expiry")?;
-                let mut view = tx.on(0);
-                view.delete_record(&record);
-                view.put_record(record_key(key, tag::STRING, &[])?, value.slice(8..));
-                view.write_expiry(key, None, Some(expires_at))?;
-                if tx.write_count() >= 1000 {
-                    std::mem::replace(&mut tx, Tx::new(spaces)).commit()?;
-                }
-            }
-        }
-        tx.commit()?;
-        let mut batch = shaledb::WriteBatch::new();
-        for (stripe, count) in counts.iter().enumerate() {
-            if *count != 0 {
-                batch.put(&self.kvs, count_key(stripe), (*count as u64).to_be_bytes());
-                self.counts[stripe].store(*count, Ordering::Relaxed);
-            }
-        }
-        batch.put(&self.kvs, LAYOUT_KEY, LAYOUT_VALUE);
-        db.write(batch)?;
-        Ok(())
-    }
-
     fn key_count(&self) -> u64 {
         let total: i64 = self
             .counts
@@ -376,6 +334,135 @@ impl Space {
             .sum();
         total.max(0) as u64
     }
+}
+
+/// Rewrites a database of layout 1 (no layout record, strings with a TTL under tag `x`, no
+/// key counts) into this layout; a new database just gets its layout record. Idempotent: a
+/// crash midway leaves no layout record, and the next open upgrades again.
+fn upgrade_from_layout_1(space: &Arc<Space>, number: usize) -> Result<()> {
+    // Expiry-queue records (class 1) may be left by an upgrade that crashed midway; the
+    // layout and database records (class 3) are written only once it is done.
+    if let Some(record) = space.kvs.range(vec![KEY_COUNTS + 1]..).keys().next() {
+        return Err(damaged(
+            &format!(
+                "KVS {:?} has no Redis layout record but holds records other than Redis keys",
+                space.kvs.name()
+            ),
+            &record?,
+        ));
+    }
+    let mut counts = vec![0i64; STRIPES];
+    // The upgrade writes through a keyspace of its own on this space, before any client.
+    let this = Keyspace {
+        db: space.db.clone(),
+        number,
+        space: RwLock::new(space.clone()),
+    };
+    let spaces = std::slice::from_ref(&this);
+    let mut tx = Tx::new(spaces);
+    let mut last_key: Option<Vec<u8>> = None;
+    for record in space.kvs.prefix([DATA]).keys() {
+        let record = record?;
+        let (key, record_tag, _) = split_record_key(&record)
+            .ok_or_else(|| damaged("a layout-1 record without a key", &record))?;
+        if last_key.as_deref() != Some(key) {
+            counts[stripe_of(key)] += 1;
+            last_key = Some(key.to_vec());
+        }
+        if record_tag == tag::LAYOUT_1_STRING_WITH_TTL {
+            let value = space
+                .kvs
+                .get(&record)?
+                .ok_or_else(|| damaged("a layout-1 record vanished", &record))?;
+            let expires_at = read_u64(&value, "a layout-1 expiry")?;
+            let mut view = tx.on(0);
+            view.delete_record(&record);
+            view.put_record(record_key(key, tag::STRING, &[])?, value.slice(8..));
+            view.write_expiry(key, None, Some(expires_at))?;
+            if tx.write_count() >= 1000 {
+                std::mem::replace(&mut tx, Tx::new(spaces)).commit()?;
+            }
+        }
+    }
+    tx.commit()?;
+    let mut batch = shaledb::WriteBatch::new();
+    for (stripe, count) in counts.iter().enumerate() {
+        if *count != 0 {
+            batch.put(&space.kvs, count_key(stripe), (*count as u64).to_be_bytes());
+        }
+    }
+    batch.put(&space.kvs, LAYOUT_KEY, LAYOUT_VALUE);
+    space.db.write(batch)?;
+    Ok(())
+}
+
+/// Moves layout 2's long strings (chunks under the key, `base d chunk`, and an 8-byte length in
+/// the `c` record) into blobs, one string per batch, then writes this layout's record; a crash
+/// midway leaves layout 2's record, and the next open goes on (strings already moved have
+/// 16-byte headers and are passed over).
+fn upgrade_from_layout_2(space: &Arc<Space>) -> Result<()> {
+    let mut long_strings = Vec::new();
+    for record in space.kvs.prefix([DATA]).keys() {
+        let record = record?;
+        let (key, record_tag, _) =
+            split_record_key(&record).ok_or_else(|| damaged("a record without a key", &record))?;
+        if record_tag == tag::CHUNKED_STRING {
+            long_strings.push(key.to_vec());
+        }
+    }
+    for key in long_strings {
+        let header = record_key(&key, tag::CHUNKED_STRING, &[])?;
+        let value = space
+            .kvs
+            .get(&header)?
+            .ok_or_else(|| damaged("a layout-2 record vanished", &header))?;
+        if value.len() == 16 {
+            continue;
+        }
+        if value.len() != 8 {
+            return Err(damaged("a layout-2 long string's length", &header));
+        }
+        let length = read_u64(&value, "a layout-2 long string's length")?;
+        let mut upload = Upload::begin(space.clone(), length)?;
+        let first = record_key(&key, tag::LAYOUT_2_STRING_CHUNK, &[])?;
+        let last = record_key(&key, tag::LAYOUT_2_STRING_CHUNK + 1, &[])?;
+        for (index, item) in space.kvs.range(first.clone()..last).enumerate() {
+            let (record, chunk) = item?;
+            let expected = record_key(
+                &key,
+                tag::LAYOUT_2_STRING_CHUNK,
+                &(index as u32).to_be_bytes(),
+            )?;
+            if record != expected {
+                return Err(damaged(
+                    "a chunk out of place in a layout-2 long string",
+                    &record,
+                ));
+            }
+            if chunk.len() as u64 > upload.remaining() {
+                return Err(damaged(
+                    "a layout-2 long string longer than its length",
+                    &record,
+                ));
+            }
+            upload.push(&chunk)?;
+        }
+        if upload.remaining() != 0 {
+            return Err(damaged(
+                "a layout-2 long string whose chunks miss bytes",
+                &header,
+            ));
+        }
+        let blob = upload.finish();
+        let mut batch = shaledb::WriteBatch::new();
+        batch.prefix_delete(&space.kvs, &first);
+        batch.put(&space.kvs, &header, blobs::encode_header(length, blob.id()));
+        batch.put(&space.kvs, blobs::blob_prefix(blob.id()), []);
+        space.db.write(batch)?;
+        blob.keep();
+    }
+    space.kvs.put(LAYOUT_KEY, LAYOUT_VALUE)?;
+    Ok(())
 }
 
 fn count_key(stripe: usize) -> [u8; 3] {

@@ -1,11 +1,10 @@
-//! Strings: one record per string (`base s`), its expiry kept apart like every type's.
+//! Strings: one record per string (`base s`), or a header (`base c`) naming the blob that holds
+//! a string longer than a chunk; its expiry kept apart like every type's.
 
+use super::blobs::{stage_bytes, BlobReader, StagedBlob, CHUNK_BYTES};
 use super::tx::View;
-use super::{damaged, now_ms, read_u64, record_key, tag, KeyType, Result};
-use bytes::{Bytes, BytesMut};
-
-/// Strings up to this long are one record; longer ones are cut into chunks of this size.
-const CHUNK_BYTES: usize = 512 << 10;
+use super::{now_ms, record_key, tag, Failure, KeyType, Result};
+use bytes::Bytes;
 
 /// SET's NX and XX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,49 +25,103 @@ pub enum SetExpiry {
     At(u64),
 }
 
+/// A string as stored: in one record, or in a blob read chunk by chunk.
+pub enum StringValue {
+    Inline(Bytes),
+    Blob(BlobReader),
+}
+
+impl StringValue {
+    pub fn len(&self) -> u64 {
+        match self {
+            StringValue::Inline(data) => data.len() as u64,
+            StringValue::Blob(reader) => reader.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a write makes a string hold: bytes at hand, or a blob its client sent.
+pub enum StringInput<'a> {
+    Bytes(&'a [u8]),
+    Staged(StagedBlob),
+}
+
+impl<'a> From<&'a [u8]> for StringInput<'a> {
+    fn from(data: &'a [u8]) -> Self {
+        StringInput::Bytes(data)
+    }
+}
+
+impl<'a> From<&'a Bytes> for StringInput<'a> {
+    fn from(data: &'a Bytes) -> Self {
+        StringInput::Bytes(data)
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for StringInput<'a> {
+    fn from(data: &'a Vec<u8>) -> Self {
+        StringInput::Bytes(data)
+    }
+}
+
 impl View<'_, '_> {
-    /// The string at `key`; none when missing or expired; WRONGTYPE for other types.
+    /// The string at `key`, whole in memory; none when missing or expired; WRONGTYPE for other
+    /// types; an error for a string longer than the transaction lets a command hold.
     pub fn get_string(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let data = match self.record(&record_key(key, tag::STRING, &[])?)? {
-            Some(data) => data,
+        match self.get_string_value(key)? {
+            None => Ok(None),
+            Some(StringValue::Inline(data)) => Ok(Some(data)),
+            Some(StringValue::Blob(reader)) => {
+                let limit = self.string_bytes_max();
+                if reader.len() > limit as u64 {
+                    return Err(Failure::Invalid(format!(
+                        "ERR the string is {} bytes, more than max_in_memory_string_bytes ({limit}) \
+                         that this command reads whole",
+                        reader.len()
+                    )));
+                }
+                Ok(Some(reader.read_all()?))
+            }
+        }
+    }
+
+    /// The string at `key` as stored (a long one is read as its reader asks); none when missing
+    /// or expired; WRONGTYPE for other types.
+    pub fn get_string_value(&self, key: &[u8]) -> Result<Option<StringValue>> {
+        let value = match self.record(&record_key(key, tag::STRING, &[])?)? {
+            Some(data) => StringValue::Inline(data),
             // A miss: only now pay the seek that tells a missing or long string from another type.
             None => match self.check_type(key, KeyType::String)? {
                 false => return Ok(None),
-                true => self.read_chunks(key)?,
+                true => match self.blob_reader(key)? {
+                    Some(reader) => StringValue::Blob(reader),
+                    // Removed since the type was read: as if read after.
+                    None => return Ok(None),
+                },
             },
         };
         if self.expires_at(key)?.is_some_and(|at| at <= now_ms()) {
             return Ok(None);
         }
-        Ok(Some(data))
+        Ok(Some(value))
     }
 
-    /// A chunked string, whole.
-    fn read_chunks(&self, key: &[u8]) -> Result<Bytes> {
-        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
-        let value = self
-            .record(&header)?
-            .ok_or_else(|| damaged("a string without its record", &header))?;
-        let length = read_u64(&value, "a chunked string's length")? as usize;
-        let mut data = BytesMut::with_capacity(length);
-        let from = record_key(key, tag::STRING_CHUNK, &[])?;
-        let to = record_key(key, tag::STRING_CHUNK + 1, &[])?;
-        for (index, item) in self.records(from, to, true).enumerate() {
-            let (record, chunk) = item?;
-            let expected = record_key(key, tag::STRING_CHUNK, &(index as u32).to_be_bytes())?;
-            if record != expected {
-                return Err(damaged("a chunk out of place in a long string", &record));
-            }
-            data.extend_from_slice(&chunk);
-        }
-        if data.len() != length {
-            return Err(damaged("a long string whose chunks miss bytes", &header));
-        }
-        Ok(data.freeze())
+    /// The length of the string at `key` (0 when missing), without reading a long one.
+    pub fn string_length(&self, key: &[u8]) -> Result<u64> {
+        Ok(self.get_string_value(key)?.map_or(0, |value| value.len()))
     }
 
     /// Sets `key` to a string, replacing whatever it held, of any type.
-    pub fn set_string(&mut self, key: &[u8], data: &[u8], expiry: SetExpiry) -> Result<()> {
+    pub fn set_string<'a>(
+        &mut self,
+        key: &[u8],
+        data: impl Into<StringInput<'a>>,
+        expiry: SetExpiry,
+    ) -> Result<()> {
         let record = record_key(key, tag::STRING, &[])?;
         let header = record_key(key, tag::CHUNKED_STRING, &[])?;
         let old_expiry = self.expires_at(key)?;
@@ -83,37 +136,33 @@ impl View<'_, '_> {
         if chunked || self.record_exists(&record)? {
             // A string (live or past its time) is overwritten in place: the key stays counted.
             self.write_expiry(key, old_expiry, new_expiry)?;
+            self.unlink_blob(key)?;
         } else {
             self.remove_key(key)?;
             self.created(key);
             self.write_expiry(key, None, new_expiry)?;
         }
-        if chunked {
-            self.delete_record(&header);
-            self.clear(record_key(key, tag::STRING_CHUNK, &[])?);
-        }
-        if data.len() <= CHUNK_BYTES {
-            self.put_record(record, Bytes::copy_from_slice(data));
-        } else {
-            self.delete_record(&record);
-            self.put_record(
-                header,
-                Bytes::copy_from_slice(&(data.len() as u64).to_be_bytes()),
-            );
-            for (index, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
-                let chunk_key = record_key(key, tag::STRING_CHUNK, &(index as u32).to_be_bytes())?;
-                self.put_record(chunk_key, Bytes::copy_from_slice(chunk));
+        let blob = match data.into() {
+            StringInput::Bytes(data) if data.len() <= CHUNK_BYTES => {
+                self.put_record(record.clone(), Bytes::copy_from_slice(data));
+                None
             }
+            StringInput::Bytes(data) => Some(stage_bytes(&self.space(), data)?),
+            StringInput::Staged(blob) => Some(blob),
+        };
+        if let Some(blob) = blob {
+            self.delete_record(&record);
+            self.link_blob(key, blob)?;
         }
         self.touch(key);
         Ok(())
     }
 
     /// SET with its conditions; returns whether it wrote.
-    pub fn set_string_if(
+    pub fn set_string_if<'a>(
         &mut self,
         key: &[u8],
-        data: &[u8],
+        data: impl Into<StringInput<'a>>,
         condition: SetCondition,
         expiry: SetExpiry,
     ) -> Result<bool> {

@@ -6,11 +6,12 @@
 //! changes those keys in between, and the batch makes the writes visible, and durable, all at
 //! once. Plain reads take no lock: they see a key before a batch or after it, never within.
 
+use super::blobs::{self, BlobReader, StagedBlob};
 use super::records::{Base, Records};
 use super::Space;
 use super::{
-    base, count_key, damaged, key_end, read_u64, record_key, tag, KeyType, Keyspace, Result, DATA,
-    EXPIRY_QUEUE, KEY_COUNTS,
+    base, count_key, damaged, key_end, read_u64, record_key, tag, KeyType, Keyspace, Result, BLOBS,
+    DATA, EXPIRY_QUEUE, KEY_COUNTS,
 };
 use bytes::Bytes;
 use shaledb::WriteBatch;
@@ -32,6 +33,10 @@ pub struct Tx<'s> {
     count_deltas: BTreeMap<(usize, usize), i64>,
     /// (database, Redis key) written, for WATCH and blocked clients.
     touched: Vec<(usize, Bytes)>,
+    /// Blobs this transaction links: kept once it commits, deleted if it does not.
+    staged: Vec<StagedBlob>,
+    /// The longest string a command may read whole into memory.
+    string_bytes_max: usize,
 }
 
 impl<'s> Tx<'s> {
@@ -43,7 +48,15 @@ impl<'s> Tx<'s> {
             flushed: BTreeSet::new(),
             count_deltas: BTreeMap::new(),
             touched: Vec::new(),
+            staged: Vec::new(),
+            string_bytes_max: usize::MAX,
         }
+    }
+
+    /// Makes reads of strings longer than `bytes` whole fail (`View::get_string`).
+    pub fn holding_strings_up_to(mut self, bytes: usize) -> Self {
+        self.string_bytes_max = bytes;
+        self
     }
 
     /// Reads and writes database `db` through this transaction.
@@ -90,6 +103,9 @@ impl<'s> Tx<'s> {
             new_counts.push((db, stripe, count));
         }
         self.spaces[0].db.write(batch)?;
+        for blob in self.staged {
+            blob.keep();
+        }
         for db in &self.flushed {
             for count in &spaces[*db].counts {
                 count.store(0, Ordering::Relaxed);
@@ -109,6 +125,7 @@ pub struct Savepoint {
     flushed: BTreeSet<usize>,
     count_deltas: BTreeMap<(usize, usize), i64>,
     touched: usize,
+    staged: usize,
 }
 
 impl Tx<'_> {
@@ -119,6 +136,7 @@ impl Tx<'_> {
             flushed: self.flushed.clone(),
             count_deltas: self.count_deltas.clone(),
             touched: self.touched.len(),
+            staged: self.staged.len(),
         }
     }
 
@@ -128,6 +146,8 @@ impl Tx<'_> {
         self.flushed = savepoint.flushed;
         self.count_deltas = savepoint.count_deltas;
         self.touched.truncate(savepoint.touched);
+        // Blobs linked after the savepoint are deleted as they drop.
+        self.staged.truncate(savepoint.staged);
     }
 }
 
@@ -151,7 +171,7 @@ impl<'t, 's> View<'t, 's> {
 
     /// What this transaction decides about `record`: `Some` of its value when it wrote the
     /// record (`Some(None)`: deleted, or under a prefix it cleared); `None` when the engine does.
-    fn pending(&self, record: &[u8]) -> Option<Option<Bytes>> {
+    pub(super) fn pending(&self, record: &[u8]) -> Option<Option<Bytes>> {
         match self.tx.writes.get(&(self.db, record.to_vec())) {
             Some(value) => Some(value.clone()),
             None => self.is_cleared(record).then_some(None),
@@ -439,8 +459,11 @@ impl<'t, 's> View<'t, 's> {
 
     /// Deletes every record of `key`; returns whether it existed (and had not expired).
     pub fn remove_key(&mut self, key: &[u8]) -> Result<bool> {
-        if self.stored_type(key)?.is_none() {
+        let Some(kind) = self.stored_type(key)? else {
             return Ok(false);
+        };
+        if kind == KeyType::String {
+            self.unlink_blob(key)?;
         }
         let expires_at = self.expires_at(key)?;
         let live = expires_at.is_none_or(|at| at > super::now_ms());
@@ -479,7 +502,11 @@ impl<'t, 's> View<'t, 's> {
     }
 
     /// Deletes every key of this database (the caller touches the watched keys that existed).
-    pub fn flush(&mut self) {
+    pub fn flush(&mut self) -> Result<()> {
+        // Only linked blobs: others may be values on their way in for other clients.
+        for id in self.linked_blobs()? {
+            self.clear(blobs::blob_prefix(id));
+        }
         self.clear(vec![DATA]);
         self.clear(vec![EXPIRY_QUEUE]);
         self.clear(vec![KEY_COUNTS]);
@@ -488,6 +515,77 @@ impl<'t, 's> View<'t, 's> {
             .count_deltas
             .retain(|(delta_db, _), _| *delta_db != db);
         self.tx.flushed.insert(db);
+        Ok(())
+    }
+
+    /// The ids of the blobs linked in this database (one seek per blob).
+    fn linked_blobs(&self) -> Result<Vec<u64>> {
+        let mut ids = Vec::new();
+        let mut start = vec![BLOBS];
+        while let Some(item) = self.records(start, vec![BLOBS + 1], false).next() {
+            let (record, _) = item?;
+            let id = blobs::blob_id(&record)?;
+            if record.len() == blobs::blob_prefix(id).len() {
+                ids.push(id);
+            }
+            match id.checked_add(1) {
+                Some(next) => start = blobs::blob_prefix(next),
+                None => break,
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Links `blob` as the string `key` (whose other records the caller removed): its header and
+    /// link record go into this transaction's batch. A blob written to another database's space
+    /// is copied here first.
+    pub(super) fn link_blob(&mut self, key: &[u8], blob: StagedBlob) -> Result<()> {
+        let space = self.space();
+        let blob = if blob.is_in(&space) {
+            blob
+        } else {
+            blob.copy_to(&space)?
+        };
+        self.put_record(
+            record_key(key, tag::CHUNKED_STRING, &[])?,
+            blobs::encode_header(blob.len(), blob.id()),
+        );
+        self.put_record(blobs::blob_prefix(blob.id()), Bytes::new());
+        self.tx.staged.push(blob);
+        Ok(())
+    }
+
+    /// Deletes the blob of the string `key`, if it has one, with its header.
+    pub(super) fn unlink_blob(&mut self, key: &[u8]) -> Result<()> {
+        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
+        if let Some(value) = self.record(&header)? {
+            let (_, id) = blobs::decode_header(&value, &header)?;
+            self.clear(blobs::blob_prefix(id));
+            self.delete_record(&header);
+        }
+        Ok(())
+    }
+
+    /// A reader of the string `key`'s blob, header and chunks read at one snapshot (a writer
+    /// replacing the string meanwhile is not seen half done); `None` when it has no blob.
+    pub(super) fn blob_reader(&self, key: &[u8]) -> Result<Option<BlobReader>> {
+        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
+        let space = self.space();
+        let snapshot = space.db.snapshot()?;
+        let value = match self.pending(&header) {
+            Some(value) => value,
+            None => snapshot.get(&space.kvs, &header)?,
+        };
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let (length, id) = blobs::decode_header(&value, &header)?;
+        Ok(Some(BlobReader::new(snapshot, &space, id, length)))
+    }
+
+    /// The longest string a command may read whole.
+    pub(super) fn string_bytes_max(&self) -> usize {
+        self.tx.string_bytes_max
     }
 
     /// Walks keys in the engine's order from `resume` (a value this returned; empty to start),
@@ -558,8 +656,10 @@ const SKIP_BY_STEPPING: usize = 4;
 
 /// A key's records apart from its name: what RENAME, COPY and MOVE carry to another key.
 pub struct KeyRecords {
-    /// Each record's tag and suffix, with its value.
+    /// Each record's tag and suffix, with its value (a long string's header apart).
     records: Vec<(Vec<u8>, Bytes)>,
+    /// A long string's bytes, copied into a blob of the target's own.
+    blob: Option<BlobReader>,
     pub expires_at: Option<u64>,
 }
 
@@ -609,7 +709,8 @@ impl KeyRecords {
         self.records
             .iter()
             .map(|(suffix, value)| 4 + key.len() + suffix.len() + value.len())
-            .sum()
+            .sum::<usize>()
+            + self.blob.as_ref().map_or(0, |blob| blob.len() as usize)
     }
 }
 
@@ -623,19 +724,27 @@ impl View<'_, '_> {
         let mut records = Vec::new();
         for item in self.records(base(key), key_end(key), true) {
             let (record, value) = item?;
-            if record.get(prefix_len) != Some(&tag::EXPIRY) {
+            if !matches!(
+                record.get(prefix_len),
+                Some(&tag::EXPIRY | &tag::CHUNKED_STRING)
+            ) {
                 records.push((record[prefix_len..].to_vec(), value));
             }
         }
         Ok(Some(KeyRecords {
             records,
+            blob: self.blob_reader(key)?,
             expires_at: self.expires_at(key)?,
         }))
     }
 
     /// Makes `key` hold `records` (from [`View::key_records`]), replacing what it held.
-    pub fn put_key_records(&mut self, key: &[u8], records: &KeyRecords) -> Result<()> {
+    pub fn put_key_records(&mut self, key: &[u8], records: KeyRecords) -> Result<()> {
         self.remove_key(key)?;
+        if let Some(reader) = records.blob {
+            let copy = blobs::copy_blob(reader, &self.space())?;
+            self.link_blob(key, copy)?;
+        }
         for (suffix, value) in &records.records {
             let mut record = base(key);
             record.extend_from_slice(suffix);
