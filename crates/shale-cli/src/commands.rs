@@ -51,6 +51,7 @@ fn open(cli: &Cli) -> Result<Db> {
         staging_bytes_max: cli
             .staging_mb
             .map_or(Options::default().staging_bytes_max, |mib| mib << 20),
+        space_bytes_max: cli.space_mb.map(|mib| mib << 20),
         ..Options::default()
     };
     Db::open(&cli.db, options).with_context(|| format!("opening KVDB {}", cli.db.display()))

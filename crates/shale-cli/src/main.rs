@@ -37,6 +37,10 @@ struct Cli {
     /// Staging budget in MiB (default 4096).
     #[arg(long, global = true)]
     staging_mb: Option<u64>,
+    /// Most MiB the capacity class may hold (default: what its file system holds); writes past
+    /// it are refused with an out-of-space error.
+    #[arg(long, global = true)]
+    space_mb: Option<u64>,
     /// DRAM cache budget in MiB (KVDB commands: 256; benchmarks: the budget each engine gets).
     #[arg(long, global = true)]
     cache_mb: Option<u64>,
@@ -196,6 +200,7 @@ fn serve(cli: &Cli, matches: &clap::ArgMatches, args: &shaledb_server::ServeArgs
         capacity: cli.capacity.clone(),
         staging: cli.staging.clone(),
         staging_mb: cli.staging_mb,
+        space_mb: cli.space_mb,
     };
     let config = match shaledb_server::Config::resolve(&kvdb, args) {
         Ok(config) => config,

@@ -409,3 +409,35 @@ fn long_values_stream_to_the_engine_and_back_within_the_budget() {
     assert_eq!(client.call(&["EXISTS", "cut", "killed"]), Value::Int(0));
     assert_eq!(client.call(&["DBSIZE"]), Value::Int(3));
 }
+
+#[test]
+fn a_long_value_that_does_not_fit_is_refused_and_the_connection_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--space-mb", "384", "--cache-mb", "16"],
+    );
+    let mut client = server.connect();
+    const LENGTH: usize = 64 * MIB;
+    let mut stored = Vec::new();
+    let refusal = loop {
+        let key = format!("fill{}", stored.len());
+        send_long_set(client.reader.get_mut(), &key, LENGTH, stored.len() as u8);
+        match client.read().unwrap() {
+            Value::Status(status) if status == "OK" => stored.push(key),
+            Value::Error(message) => break message,
+            other => panic!("SET of 64 MiB answered {other:?}"),
+        }
+        assert!(stored.len() < 10, "384 MiB of space held 640 MiB");
+    };
+    assert!(refusal.starts_with("ERR out of space"), "{refusal}");
+    assert!(!stored.is_empty(), "not even one value fitted");
+    // The whole value was read past: the next request on the connection is answered.
+    assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
+    let refused_key = format!("fill{}", stored.len());
+    assert_eq!(client.call(&["EXISTS", &refused_key]), Value::Int(0));
+    for (seed, key) in stored.iter().enumerate() {
+        client.send(&[b"GET", key.as_bytes()]);
+        expect_long_bulk(&mut client, LENGTH, seed as u8);
+    }
+}

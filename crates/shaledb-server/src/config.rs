@@ -109,6 +109,7 @@ pub struct KvdbArgs {
     pub capacity: Option<PathBuf>,
     pub staging: Option<PathBuf>,
     pub staging_mb: Option<u64>,
+    pub space_mb: Option<u64>,
 }
 
 /// The resolved settings.
@@ -120,6 +121,7 @@ pub struct Config {
     pub capacity: Option<PathBuf>,
     pub staging: Option<PathBuf>,
     pub staging_bytes_max: Option<u64>,
+    pub space_bytes_max: Option<u64>,
     pub bind: String,
     pub admin_bind: Option<String>,
     pub password: Option<String>,
@@ -201,6 +203,7 @@ impl Config {
             capacity: kvdb.capacity.clone(),
             staging: kvdb.staging.clone(),
             staging_bytes_max: kvdb.staging_mb.map(|mib| mib << 20),
+            space_bytes_max: kvdb.space_mb.map(|mib| mib << 20),
             bind: args
                 .bind
                 .clone()

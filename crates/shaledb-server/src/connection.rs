@@ -14,7 +14,7 @@ use crate::commands::{takes_streamed_value, Request, Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::keyspace::{StagedBlob, Upload, CHUNK_BYTES};
 use crate::resp::{
-    continue_request, parse_request, Frame, Output, Part, ProtocolError, RequestLimits,
+    continue_request, parse_request, Frame, Output, Part, ProtocolError, Reply, RequestLimits,
 };
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -100,13 +100,15 @@ struct Partial {
     /// Bytes of the request's arguments held in memory.
     held: usize,
     phase: Phase,
+    /// Why its value could not be stored: the request is read to its end, then refused.
+    failure: Option<Reply>,
 }
 
 enum Phase {
     /// The value's bytes and CRLF come next. Its upload starts once the requests before it have
     /// run, so it goes to the database they leave selected.
     Value {
-        length: usize,
+        remaining: usize,
         upload: Option<Upload>,
         after: usize,
     },
@@ -117,7 +119,8 @@ enum Phase {
 /// Why a partial request cannot go on.
 enum Broken {
     Protocol(ProtocolError),
-    Close(Close),
+    /// Read whole, but its value could not be stored: answered with this error.
+    Refused(Reply),
 }
 
 impl Client {
@@ -179,7 +182,20 @@ impl Client {
                     Ok(()) if !pending.is_empty() => continue,
                     Ok(()) => {}
                     Err(Broken::Protocol(error)) => broken = Some(error),
-                    Err(Broken::Close(close)) => return close,
+                    Err(Broken::Refused(reply)) => {
+                        tracing::warn!(
+                            client = self.id(),
+                            ?reply,
+                            "a streamed value could not be stored"
+                        );
+                        let mut output = Output::new();
+                        reply.encode(self.protocol(), &mut output);
+                        let stall = self.shared.config.output_stall_timeout;
+                        if let Err(close) = write_output(stream, &mut output, stall).await {
+                            return close;
+                        }
+                        continue;
+                    }
                 }
             }
             if let Some(ProtocolError(message)) = broken {
@@ -307,6 +323,10 @@ impl Client {
         self.session.as_ref().map_or(0, |session| session.id)
     }
 
+    fn protocol(&self) -> u8 {
+        self.session.as_ref().map_or(2, |session| session.protocol)
+    }
+
     /// Runs requests from `pending` until about `OUTPUT_FLUSH_BYTES` of replies are ready, and
     /// writes them.
     async fn run_and_reply(
@@ -351,7 +371,9 @@ impl Client {
     }
 
     /// Moves a streaming request on with what the input holds: the value's bytes into its blob,
-    /// then the arguments after it. A request it completes goes to `pending`.
+    /// then the arguments after it. A request it completes goes to `pending`; one whose value
+    /// could not be stored is read to its end (so the stream stays in step) and answered with
+    /// the error (`Broken::Refused`).
     fn advance_partial(&mut self, pending: &mut VecDeque<Request>) -> Result<(), Broken> {
         let Some(session) = self.session.as_ref() else {
             return Ok(());
@@ -364,27 +386,27 @@ impl Client {
         loop {
             match &mut partial.phase {
                 Phase::Value {
-                    length,
+                    remaining,
                     upload,
                     after,
                 } => {
-                    if upload.is_none() {
-                        let begun = Upload::begin(space.clone(), *length as u64);
-                        *upload = Some(begun.map_err(|failure| {
-                            Broken::Close(Close::Failed(format!(
-                                "a value of {length} bytes could not be stored: {failure:?}"
-                            )))
-                        })?);
+                    if upload.is_none() && partial.failure.is_none() {
+                        match Upload::begin(space.clone(), *remaining as u64) {
+                            Ok(begun) => *upload = Some(begun),
+                            Err(failure) => partial.failure = Some(Reply::from(failure)),
+                        }
                     }
-                    let writing = upload.as_mut().expect("begun above");
-                    let take = (writing.remaining() as usize).min(self.input.len());
-                    if let Err(failure) = writing.push(&self.input[..take]) {
-                        return Err(Broken::Close(Close::Failed(format!(
-                            "a value of {length} bytes could not be stored: {failure:?}"
-                        ))));
+                    let take = (*remaining).min(self.input.len());
+                    if let Some(writing) = upload.as_mut() {
+                        if let Err(failure) = writing.push(&self.input[..take]) {
+                            // Dropping the upload deletes what it wrote.
+                            *upload = None;
+                            partial.failure = Some(Reply::from(failure));
+                        }
                     }
                     self.input.advance(take);
-                    if writing.remaining() > 0 || self.input.len() < 2 {
+                    *remaining -= take;
+                    if *remaining > 0 || self.input.len() < 2 {
                         return Ok(());
                     }
                     if &self.input[..2] != b"\r\n" {
@@ -393,14 +415,19 @@ impl Client {
                         )));
                     }
                     self.input.advance(2);
-                    let blob: StagedBlob = upload.take().expect("begun above").finish();
                     let index = partial.request.args.len();
                     partial.request.args.push(Bytes::new());
-                    partial.request.streamed.push((index, blob));
+                    if let Some(writing) = upload.take() {
+                        let blob: StagedBlob = writing.finish();
+                        partial.request.streamed.push((index, blob));
+                    }
                     partial.phase = Phase::Rest { after: *after };
                 }
                 Phase::Rest { after: 0 } => {
                     let partial = self.partial.take().expect("matched above");
+                    if let Some(failure) = partial.failure {
+                        return Err(Broken::Refused(failure));
+                    }
                     pending.push_back(partial.request);
                     return Ok(());
                 }
@@ -422,7 +449,7 @@ impl Client {
                         }) => (
                             args,
                             Phase::Value {
-                                length,
+                                remaining: length,
                                 upload: None,
                                 after,
                             },
@@ -554,10 +581,11 @@ fn take_requests(
                     held: args.iter().map(Bytes::len).sum(),
                     request: Request::from(args),
                     phase: Phase::Value {
-                        length,
+                        remaining: length,
                         upload: None,
                         after,
                     },
+                    failure: None,
                 }))
             }
             None => return Ok(None),

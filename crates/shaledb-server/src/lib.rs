@@ -88,6 +88,7 @@ async fn run(config: Config) -> Result<()> {
         staging_bytes_max: config
             .staging_bytes_max
             .unwrap_or(Options::default().staging_bytes_max),
+        space_bytes_max: config.space_bytes_max,
         ..Options::default()
     };
     let path = config.db.clone();
