@@ -441,3 +441,48 @@ fn a_long_value_that_does_not_fit_is_refused_and_the_connection_goes_on() {
         expect_long_bulk(&mut client, LENGTH, seed as u8);
     }
 }
+
+#[test]
+fn a_multi_queue_counts_against_the_client_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &[
+            "--max-client-buffers-bytes",
+            "33554432",
+            "--max-request-bytes",
+            "4194304",
+        ],
+    );
+    let baseline = resident_bytes(&server);
+    let mut client = server.connect();
+    assert_eq!(client.call(&["MULTI"]), ok());
+    // 100 queued commands of 1 MiB each against a 32 MiB budget.
+    let member = vec![b'm'; MIB];
+    let mut queued = 0;
+    for index in 0..100 {
+        client.send(&[b"SADD", format!("set{index}").as_bytes(), &member]);
+        match client.read() {
+            Some(Value::Status(status)) if status == "QUEUED" => queued += 1,
+            None => break,
+            other => panic!("queuing answered {other:?}"),
+        }
+    }
+    assert!(
+        (16..40).contains(&queued),
+        "{queued} MiB queued with a 32 MiB budget"
+    );
+    expect_log(
+        &server,
+        "closing client: limit exceeded",
+        "max_client_buffers_bytes",
+    );
+    let grown = resident_bytes(&server).saturating_sub(baseline);
+    assert!(grown < 64 * MIB, "{} MiB more resident memory", grown / MIB);
+    let mut other = server.connect();
+    assert_eq!(
+        other.call(&["DBSIZE"]),
+        Value::Int(0),
+        "nothing was executed"
+    );
+}

@@ -354,9 +354,10 @@ impl Client {
         Ok(())
     }
 
-    /// What this client holds apart from replies: its input buffer, and a streaming request's
-    /// arguments and chunk.
+    /// What this client holds apart from replies: its input buffer, MULTI's queue, and a
+    /// streaming request's arguments and chunk.
     fn held(&self) -> usize {
+        let queued = self.session.as_ref().map_or(0, Session::queued_bytes);
         let partial = self.partial.as_ref().map_or(0, |partial| {
             let chunk = match &partial.phase {
                 Phase::Value {
@@ -367,7 +368,7 @@ impl Client {
             };
             partial.held + chunk
         });
-        self.input.capacity() + partial
+        self.input.capacity() + queued + partial
     }
 
     /// Moves a streaming request on with what the input holds: the value's bytes into its blob,

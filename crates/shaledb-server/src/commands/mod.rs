@@ -442,6 +442,9 @@ pub struct Session {
     pub closing: bool,
     /// MULTI's queue, while one is open.
     multi: Option<Vec<Request>>,
+    /// Bytes of the arguments in MULTI's queue: the connection charges them to the client's
+    /// buffers, so a queue is bounded like any buffer.
+    multi_bytes: usize,
     /// The streamed values of the request running now, by argument index; a command that takes
     /// one ([`Ctx::string_arg`]) links it, and what is left is deleted when the request ends.
     streamed: Vec<(usize, StagedBlob)>,
@@ -457,6 +460,13 @@ pub struct Session {
     /// Set while a blocked command runs again: a key that now holds another type is passed
     /// over (Redis leaves such a client blocked), where the first attempt answers WRONGTYPE.
     pub block_retry: bool,
+}
+
+impl Session {
+    /// Bytes this session holds in MULTI's queue.
+    pub fn queued_bytes(&self) -> usize {
+        self.multi_bytes
+    }
 }
 
 /// A client waiting in a blocking command (BLPOP and friends).
@@ -617,6 +627,7 @@ impl Shared {
             library: None,
             closing: false,
             multi: None,
+            multi_bytes: 0,
             streamed: Vec::new(),
             multi_failed: false,
             watch: transactions::WatchState::new(self.watches.clone()),
@@ -662,6 +673,7 @@ impl Shared {
                 command.name,
                 "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
             ) {
+                session.multi_bytes += args.iter().map(|arg| arg.len() + 16).sum::<usize>();
                 queue.push(Request {
                     args: args.to_vec(),
                     streamed: std::mem::take(&mut session.streamed),

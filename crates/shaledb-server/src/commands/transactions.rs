@@ -138,6 +138,7 @@ pub(super) fn discard(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
 
 fn end_transaction(session: &mut Session) {
     session.multi = None;
+    session.multi_bytes = 0;
     session.multi_failed = false;
     session.watch.clear();
 }

@@ -345,18 +345,12 @@ pub(super) fn sweep(space: &Space) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::open;
     use super::super::{
         tag, Keyspace, StringInput, StringValue, Tx, LAYOUT_2_VALUE, LAYOUT_KEY, LAYOUT_VALUE,
     };
     use super::*;
     use crate::keyspace::SetExpiry;
-
-    fn open(path: &std::path::Path) -> (Arc<shaledb::Db>, Keyspace) {
-        let db = Arc::new(shaledb::Db::open(path, shaledb::Options::default()).unwrap());
-        let kvs = db.kvs("redis-0").unwrap();
-        let keyspace = Keyspace::open(db.clone(), kvs, 0, BlobIds::new()).unwrap();
-        (db, keyspace)
-    }
 
     fn pattern(length: usize, seed: u8) -> Vec<u8> {
         (0..length)

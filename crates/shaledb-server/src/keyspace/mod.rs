@@ -45,6 +45,20 @@ mod strings;
 mod tx;
 mod zsets;
 
+#[cfg(test)]
+mod test_support {
+    use super::{BlobIds, Keyspace};
+    use std::sync::Arc;
+
+    /// A KVDB in `path` with database 0 on KVS `redis-0`.
+    pub fn open(path: &std::path::Path) -> (Arc<shaledb::Db>, Keyspace) {
+        let db = Arc::new(shaledb::Db::open(path, shaledb::Options::default()).unwrap());
+        let kvs = db.kvs("redis-0").unwrap();
+        let keyspace = Keyspace::open(db.clone(), kvs, 0, BlobIds::new()).unwrap();
+        (db, keyspace)
+    }
+}
+
 pub use blobs::{BlobIds, BlobReader, StagedBlob, Upload, CHUNK_BYTES};
 pub use expiry::{expire_due, ExpireCondition};
 pub use lists::{ListEnd, Pivot};

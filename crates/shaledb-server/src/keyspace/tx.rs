@@ -37,6 +37,16 @@ pub struct Tx<'s> {
     staged: Vec<StagedBlob>,
     /// The longest string a command may read whole into memory.
     string_bytes_max: usize,
+    /// Once a savepoint is taken: what each change replaced, oldest first, so a rollback undoes
+    /// only what came after it (EXEC takes one per command; copying the writes each time would
+    /// make a long transaction quadratic).
+    undo: Option<Vec<Undo>>,
+}
+
+/// One change a rollback can undo: what a slot held before it (`None`: nothing).
+enum Undo {
+    Write((usize, Vec<u8>), Option<Option<Bytes>>),
+    Delta((usize, usize), Option<i64>),
 }
 
 impl<'s> Tx<'s> {
@@ -50,6 +60,7 @@ impl<'s> Tx<'s> {
             touched: Vec::new(),
             staged: Vec::new(),
             string_bytes_max: usize::MAX,
+            undo: None,
         }
     }
 
@@ -120,34 +131,82 @@ impl<'s> Tx<'s> {
 
 /// A transaction's state at one point, to roll back to (EXEC undoes a failed command's writes).
 pub struct Savepoint {
-    writes: BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
+    undo: usize,
     cleared: usize,
+    /// At most one entry per database: copied.
     flushed: BTreeSet<usize>,
-    count_deltas: BTreeMap<(usize, usize), i64>,
     touched: usize,
     staged: usize,
 }
 
 impl Tx<'_> {
-    pub fn savepoint(&self) -> Savepoint {
+    pub fn savepoint(&mut self) -> Savepoint {
         Savepoint {
-            writes: self.writes.clone(),
+            undo: self.undo.get_or_insert_with(Vec::new).len(),
             cleared: self.cleared.len(),
             flushed: self.flushed.clone(),
-            count_deltas: self.count_deltas.clone(),
             touched: self.touched.len(),
             staged: self.staged.len(),
         }
     }
 
     pub fn rollback(&mut self, savepoint: Savepoint) {
-        self.writes = savepoint.writes;
+        let undo = self.undo.as_mut().expect("a savepoint starts the undo log");
+        for change in undo.drain(savepoint.undo..).rev() {
+            match change {
+                Undo::Write(slot, Some(value)) => {
+                    self.writes.insert(slot, value);
+                }
+                Undo::Write(slot, None) => {
+                    self.writes.remove(&slot);
+                }
+                Undo::Delta(slot, Some(delta)) => {
+                    self.count_deltas.insert(slot, delta);
+                }
+                Undo::Delta(slot, None) => {
+                    self.count_deltas.remove(&slot);
+                }
+            }
+        }
         self.cleared.truncate(savepoint.cleared);
         self.flushed = savepoint.flushed;
-        self.count_deltas = savepoint.count_deltas;
         self.touched.truncate(savepoint.touched);
         // Blobs linked after the savepoint are deleted as they drop.
         self.staged.truncate(savepoint.staged);
+    }
+
+    /// Puts (`Some`) or deletes (`None`) a record, noting what it replaced for a rollback.
+    fn write(&mut self, slot: (usize, Vec<u8>), value: Option<Bytes>) {
+        match &mut self.undo {
+            None => {
+                self.writes.insert(slot, value);
+            }
+            Some(undo) => {
+                let before = self.writes.insert(slot.clone(), value);
+                undo.push(Undo::Write(slot, before));
+            }
+        }
+    }
+
+    /// Forgets a write (a prefix cleared after it), noting it for a rollback.
+    fn forget_write(&mut self, slot: (usize, Vec<u8>)) {
+        let before = self.writes.remove(&slot);
+        if let Some(undo) = &mut self.undo {
+            undo.push(Undo::Write(slot, before));
+        }
+    }
+
+    /// Changes a stripe's key count by `by` (`None`: forgets it), noting it for a rollback.
+    fn change_delta(&mut self, slot: (usize, usize), by: Option<i64>) {
+        if let Some(undo) = &mut self.undo {
+            undo.push(Undo::Delta(slot, self.count_deltas.get(&slot).copied()));
+        }
+        match by {
+            Some(by) => *self.count_deltas.entry(slot).or_default() += by,
+            None => {
+                self.count_deltas.remove(&slot);
+            }
+        }
     }
 }
 
@@ -343,11 +402,11 @@ impl<'t, 's> View<'t, 's> {
     }
 
     pub(super) fn put_record(&mut self, record: Vec<u8>, value: impl Into<Bytes>) {
-        self.tx.writes.insert((self.db, record), Some(value.into()));
+        self.tx.write((self.db, record), Some(value.into()));
     }
 
     pub(super) fn delete_record(&mut self, record: &[u8]) {
-        self.tx.writes.insert((self.db, record.to_vec()), None);
+        self.tx.write((self.db, record.to_vec()), None);
     }
 
     /// Deletes every record under `prefix`, including this transaction's own.
@@ -361,7 +420,7 @@ impl<'t, 's> View<'t, 's> {
             .map(|(slot, _)| slot.clone())
             .collect();
         for slot in doomed {
-            self.tx.writes.remove(&slot);
+            self.tx.forget_write(slot);
         }
         self.tx.cleared.push((db, prefix));
     }
@@ -374,13 +433,13 @@ impl<'t, 's> View<'t, 's> {
     /// Notes that `key` now exists where it did not.
     pub(super) fn created(&mut self, key: &[u8]) {
         let stripe = super::stripe_of(key);
-        *self.tx.count_deltas.entry((self.db, stripe)).or_default() += 1;
+        self.tx.change_delta((self.db, stripe), Some(1));
     }
 
     /// Notes that `key` no longer exists.
     fn removed(&mut self, key: &[u8]) {
         let stripe = super::stripe_of(key);
-        *self.tx.count_deltas.entry((self.db, stripe)).or_default() -= 1;
+        self.tx.change_delta((self.db, stripe), Some(-1));
     }
 
     /// The type of `key` as its first record's tag says, whether or not it has expired.
@@ -511,9 +570,15 @@ impl<'t, 's> View<'t, 's> {
         self.clear(vec![EXPIRY_QUEUE]);
         self.clear(vec![KEY_COUNTS]);
         let db = self.db;
-        self.tx
+        let deltas: Vec<(usize, usize)> = self
+            .tx
             .count_deltas
-            .retain(|(delta_db, _), _| *delta_db != db);
+            .range((db, 0)..(db + 1, 0))
+            .map(|(slot, _)| *slot)
+            .collect();
+        for slot in deltas {
+            self.tx.change_delta(slot, None);
+        }
         self.tx.flushed.insert(db);
         Ok(())
     }
@@ -767,4 +832,51 @@ pub(super) fn queue_key(at: u64, key: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&at.to_be_bytes());
     out.extend_from_slice(&base(key));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::open;
+    use super::super::SetExpiry;
+    use super::*;
+
+    #[test]
+    fn a_rollback_undoes_exactly_what_came_after_its_savepoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let mut tx = Tx::new(spaces);
+        tx.on(0)
+            .set_string(b"kept", &b"1"[..], SetExpiry::Clear)
+            .unwrap();
+        let before = tx.savepoint();
+        let mut view = tx.on(0);
+        view.set_string(b"kept", &b"2"[..], SetExpiry::Clear)
+            .unwrap();
+        view.set_string(b"undone", &b"3"[..], SetExpiry::Clear)
+            .unwrap();
+        view.flush().unwrap();
+        view.set_string(b"after-flush", &b"4"[..], SetExpiry::Clear)
+            .unwrap();
+        tx.rollback(before);
+        // A later savepoint and rollback on top of the first.
+        tx.on(0)
+            .set_string(b"second", &b"5"[..], SetExpiry::Clear)
+            .unwrap();
+        let again = tx.savepoint();
+        assert!(tx.on(0).remove_key(b"second").unwrap());
+        tx.rollback(again);
+        tx.commit().unwrap();
+        let mut tx = Tx::new(spaces);
+        let view = tx.on(0);
+        assert_eq!(view.get_string(b"kept").unwrap().unwrap(), "1");
+        assert_eq!(view.get_string(b"second").unwrap().unwrap(), "5");
+        assert_eq!(view.get_string(b"undone").unwrap(), None);
+        assert_eq!(view.get_string(b"after-flush").unwrap(), None);
+        assert_eq!(
+            keyspace.key_count(),
+            2,
+            "the key counts were rolled back too"
+        );
+    }
 }
