@@ -8,6 +8,7 @@
 //! output together are charged to the budget all clients share (`buffers`).
 
 use crate::buffers::BufferCharge;
+use crate::clients::ClientSlot;
 use crate::commands::{Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::resp::{parse_request, Output, ProtocolError, RequestLimits};
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, watch, OwnedSemaphorePermit};
+use tokio::sync::{oneshot, watch};
 
 const READ_BUFFER_BYTES: usize = 16 << 10;
 /// Replies are written once this many bytes of them are ready.
@@ -45,7 +46,7 @@ pub async fn serve_client(
     shared: Arc<Shared>,
     mut stream: TcpStream,
     peer: SocketAddr,
-    _permit: OwnedSemaphorePermit,
+    _permit: ClientSlot,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -142,14 +143,10 @@ impl Client {
             if let Err(close) = self.make_room() {
                 return close;
             }
-            let read = async {
-                match self.shared.config.idle_timeout {
-                    Some(idle) => tokio::time::timeout(idle, stream.read_buf(&mut self.input))
-                        .await
-                        .map_err(|_| ()),
-                    None => Ok(stream.read_buf(&mut self.input).await),
-                }
-            };
+            let read = self
+                .shared
+                .idle_timeout
+                .run(stream.read_buf(&mut self.input));
             tokio::select! {
                 read = read => match read {
                     Ok(Ok(0)) | Ok(Err(_)) => return Close::Gone,
