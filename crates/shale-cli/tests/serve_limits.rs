@@ -441,3 +441,91 @@ fn config_set_timeout_applies_to_the_running_server() {
         config_value("timeout", "0")
     );
 }
+
+/// What the test of KEYS saw, in the order it saw it.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Pong,
+    /// The first line of a KEYS reply.
+    KeysReplyStarts,
+}
+
+/// Goal: a long KEYS keeps no other client waiting. Asserted by order, not by time: the server
+/// encodes a reply only once its command is done, so every PONG seen before the first line of a
+/// KEYS reply was answered while that KEYS still ran.
+#[test]
+fn keys_does_not_block_other_clients() {
+    const KEYS: usize = 200_000;
+    const PER_MSET: usize = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut loader = server.connect();
+    let names: Vec<String> = (0..KEYS).map(|index| format!("key:{index:06}")).collect();
+    for chunk in names.chunks(PER_MSET * 20) {
+        let mut pipeline = Vec::new();
+        for batch in chunk.chunks(PER_MSET) {
+            pipeline.extend_from_slice(
+                format!("*{}\r\n$4\r\nMSET\r\n", 1 + 2 * batch.len()).as_bytes(),
+            );
+            for name in batch {
+                pipeline.extend_from_slice(
+                    format!("${}\r\n{name}\r\n$1\r\nv\r\n", name.len()).as_bytes(),
+                );
+            }
+        }
+        loader.reader.get_mut().write_all(&pipeline).unwrap();
+        for _ in chunk.chunks(PER_MSET) {
+            assert_eq!(loader.read(), Some(ok()));
+        }
+    }
+    assert_eq!(loader.call(&["DBSIZE"]), Value::Int(KEYS as i64));
+
+    // As many KEYS as the server has network threads (tokio's default: one per core), so a
+    // KEYS run on a network thread would leave none for the PINGs.
+    let walkers = std::thread::available_parallelism().map_or(2, |cores| cores.get().max(2));
+    let mut pinger = server.connect();
+    assert_eq!(pinger.call(&["PING"]), Value::Status("PONG".into()));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let readers: Vec<_> = (0..walkers)
+        .map(|_| {
+            let mut walker = server.connect();
+            walker.send(&[b"KEYS", b"*"]);
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                walker
+                    .reader
+                    .get_mut()
+                    .set_read_timeout(Some(Duration::from_secs(120)))
+                    .unwrap();
+                let header = walker.read_line().expect("the KEYS reply");
+                seen.lock().unwrap().push(Seen::KeysReplyStarts);
+                assert_eq!(header, format!("*{KEYS}"));
+                let mut count = 0;
+                while count < KEYS {
+                    let Some(Value::Bulk(_)) = walker.read() else {
+                        panic!("KEYS reply ended after {count} keys");
+                    };
+                    count += 1;
+                }
+            })
+        })
+        .collect();
+    // PINGs until the first KEYS reply starts: the server answers them meanwhile.
+    loop {
+        assert_eq!(pinger.call(&["PING"]), Value::Status("PONG".into()));
+        let mut seen = seen.lock().unwrap();
+        if seen.contains(&Seen::KeysReplyStarts) {
+            break;
+        }
+        seen.push(Seen::Pong);
+    }
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    let pongs_first = seen.iter().take_while(|seen| **seen == Seen::Pong).count();
+    assert!(
+        pongs_first >= 20,
+        "only {pongs_first} PONGs came before the first KEYS reply: {seen:?}"
+    );
+}
