@@ -486,3 +486,277 @@ fn a_multi_queue_counts_against_the_client_budget() {
         "nothing was executed"
     );
 }
+
+/// CONFIG GET's reply for one parameter, as RESP2 sends it.
+fn config_value(name: &str, value: &str) -> Value {
+    Value::Array(vec![bulk(name), bulk(value)])
+}
+
+fn refused() -> Value {
+    Value::Error("ERR max number of clients reached".into())
+}
+
+/// A new client's first reply to PING: PONG when admitted, the refusal when not.
+fn ping_new_client(server: &Server) -> Value {
+    let mut client = server.connect();
+    client.send(&[b"PING"]);
+    client.read().expect("a reply or a refusal")
+}
+
+#[test]
+fn config_set_maxclients_applies_to_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut first = server.connect();
+    assert_eq!(
+        first.call(&["CONFIG", "GET", "maxclients"]),
+        config_value("maxclients", "10000")
+    );
+    for bad in ["0", "-1", "4294967296"] {
+        assert_eq!(
+            first.call(&["CONFIG", "SET", "maxclients", bad]),
+            Value::Error(
+                "ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument \
+                 must be between 1 and 4294967295 inclusive"
+                    .into()
+            ),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        first.call(&["CONFIG", "SET", "maxclients", "many"]),
+        Value::Error(
+            "ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument \
+             couldn't be parsed into an integer"
+                .into()
+        )
+    );
+    // A bad pair refuses the whole CONFIG SET: the good one before it is not applied either.
+    assert!(matches!(
+        first.call(&["CONFIG", "SET", "timeout", "5", "maxclients", "0"]),
+        Value::Error(_)
+    ));
+    assert_eq!(
+        first.call(&["CONFIG", "GET", "timeout"]),
+        config_value("timeout", "0")
+    );
+
+    assert_eq!(first.call(&["CONFIG", "SET", "maxclients", "2"]), ok());
+    assert_eq!(
+        first.call(&["CONFIG", "GET", "maxclients"]),
+        config_value("maxclients", "2")
+    );
+    let mut second = server.connect();
+    assert_eq!(second.call(&["SET", "k", "v"]), ok());
+    let mut third = server.connect();
+    assert_eq!(third.read(), Some(refused()));
+    assert!(third.is_closed());
+    // A slot comes back when a client leaves.
+    drop(second);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut second = loop {
+        let mut client = server.connect();
+        client.send(&[b"PING"]);
+        match client.read() {
+            Some(Value::Status(pong)) if pong == "PONG" => break client,
+            Some(reply) if reply == refused() => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(Instant::now() < deadline, "the slot did not come back");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(ping_new_client(&server), refused());
+
+    // Raised: one more is admitted at once, and the next refused.
+    assert_eq!(first.call(&["CONFIG", "SET", "maxclients", "3"]), ok());
+    let mut third = server.connect();
+    assert_eq!(third.call(&["GET", "k"]), bulk("v"));
+    assert_eq!(ping_new_client(&server), refused());
+
+    // Lowered below the clients connected: they all stay and are served; new ones are refused
+    // until fewer than the limit remain.
+    assert_eq!(first.call(&["CONFIG", "SET", "maxclients", "1"]), ok());
+    for client in [&mut first, &mut second, &mut third] {
+        assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
+    }
+    assert_eq!(ping_new_client(&server), refused());
+    assert!(matches!(
+        first.call(&["INFO", "clients"]),
+        Value::Bulk(info) if String::from_utf8_lossy(&info).contains("maxclients:1\r\n")
+    ));
+    drop(third);
+    drop(second);
+    // One client (first) is connected, at the limit of 1: still refused.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(ping_new_client(&server), refused());
+    assert_eq!(first.call(&["CONFIG", "SET", "maxclients", "10"]), ok());
+    let mut admitted: Vec<_> = (0..9).map(|_| server.connect()).collect();
+    for client in &mut admitted {
+        assert_eq!(client.call(&["PING"]), Value::Status("PONG".into()));
+    }
+    assert_eq!(ping_new_client(&server), refused());
+}
+
+/// Whether the server closes `stream` within `wait`; it must send nothing meanwhile.
+fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    let mut byte = [0u8; 1];
+    while Instant::now() < deadline {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        match stream.read(&mut byte) {
+            Ok(0) => return true,
+            Ok(_) => panic!("unexpected bytes from the server"),
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => {}
+        }
+    }
+    false
+}
+
+#[test]
+fn config_set_timeout_applies_to_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    // Connected and waiting for input before the timeout is set.
+    let mut idle = server.connect();
+    assert_eq!(idle.call(&["PING"]), Value::Status("PONG".into()));
+    let mut admin = server.connect();
+    for bad in ["-1", "2147483648"] {
+        assert_eq!(
+            admin.call(&["CONFIG", "SET", "timeout", bad]),
+            Value::Error(
+                "ERR CONFIG SET failed (possibly related to argument 'timeout') - argument must \
+                 be between 0 and 2147483647 inclusive"
+                    .into()
+            ),
+            "{bad}"
+        );
+    }
+    assert_eq!(admin.call(&["CONFIG", "SET", "timeout", "1"]), ok());
+    assert_eq!(
+        admin.call(&["CONFIG", "GET", "timeout"]),
+        config_value("timeout", "1")
+    );
+    assert!(
+        closed_within(idle.reader.get_mut(), Duration::from_secs(10)),
+        "an idle client stayed connected with timeout 1"
+    );
+    let mut late = server.connect();
+    assert_eq!(
+        late.call(&["CONFIG", "GET", "timeout"]),
+        config_value("timeout", "1")
+    );
+    assert!(closed_within(
+        late.reader.get_mut(),
+        Duration::from_secs(10)
+    ));
+
+    let mut admin = server.connect();
+    assert_eq!(admin.call(&["CONFIG", "SET", "timeout", "0"]), ok());
+    let mut quiet = server.connect();
+    assert_eq!(quiet.call(&["PING"]), Value::Status("PONG".into()));
+    assert!(!closed_within(
+        quiet.reader.get_mut(),
+        Duration::from_millis(2500)
+    ));
+    quiet
+        .reader
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    assert_eq!(quiet.call(&["PING"]), Value::Status("PONG".into()));
+    assert_eq!(
+        admin.call(&["CONFIG", "GET", "timeout"]),
+        config_value("timeout", "0")
+    );
+}
+
+/// What the test of KEYS saw, in the order it saw it.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Pong,
+    /// The first line of a KEYS reply.
+    KeysReplyStarts,
+}
+
+/// Goal: a long KEYS keeps no other client waiting. Asserted by order, not by time: the server
+/// encodes a reply only once its command is done, so every PONG seen before the first line of a
+/// KEYS reply was answered while that KEYS still ran.
+#[test]
+fn keys_does_not_block_other_clients() {
+    const KEYS: usize = 200_000;
+    const PER_MSET: usize = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut loader = server.connect();
+    let names: Vec<String> = (0..KEYS).map(|index| format!("key:{index:06}")).collect();
+    for chunk in names.chunks(PER_MSET * 20) {
+        let mut pipeline = Vec::new();
+        for batch in chunk.chunks(PER_MSET) {
+            pipeline.extend_from_slice(
+                format!("*{}\r\n$4\r\nMSET\r\n", 1 + 2 * batch.len()).as_bytes(),
+            );
+            for name in batch {
+                pipeline.extend_from_slice(
+                    format!("${}\r\n{name}\r\n$1\r\nv\r\n", name.len()).as_bytes(),
+                );
+            }
+        }
+        loader.reader.get_mut().write_all(&pipeline).unwrap();
+        for _ in chunk.chunks(PER_MSET) {
+            assert_eq!(loader.read(), Some(ok()));
+        }
+    }
+    assert_eq!(loader.call(&["DBSIZE"]), Value::Int(KEYS as i64));
+
+    // As many KEYS as the server has network threads (tokio's default: one per core), so a
+    // KEYS run on a network thread would leave none for the PINGs.
+    let walkers = std::thread::available_parallelism().map_or(2, |cores| cores.get().max(2));
+    let mut pinger = server.connect();
+    assert_eq!(pinger.call(&["PING"]), Value::Status("PONG".into()));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let readers: Vec<_> = (0..walkers)
+        .map(|_| {
+            let mut walker = server.connect();
+            walker.send(&[b"KEYS", b"*"]);
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                walker
+                    .reader
+                    .get_mut()
+                    .set_read_timeout(Some(Duration::from_secs(120)))
+                    .unwrap();
+                let header = walker.read_line().expect("the KEYS reply");
+                seen.lock().unwrap().push(Seen::KeysReplyStarts);
+                assert_eq!(header, format!("*{KEYS}"));
+                let mut count = 0;
+                while count < KEYS {
+                    let Some(Value::Bulk(_)) = walker.read() else {
+                        panic!("KEYS reply ended after {count} keys");
+                    };
+                    count += 1;
+                }
+            })
+        })
+        .collect();
+    // PINGs until the first KEYS reply starts: the server answers them meanwhile.
+    loop {
+        assert_eq!(pinger.call(&["PING"]), Value::Status("PONG".into()));
+        let mut seen = seen.lock().unwrap();
+        if seen.contains(&Seen::KeysReplyStarts) {
+            break;
+        }
+        seen.push(Seen::Pong);
+    }
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    let pongs_first = seen.iter().take_while(|seen| **seen == Seen::Pong).count();
+    assert!(
+        pongs_first >= 20,
+        "only {pongs_first} PONGs came before the first KEYS reply: {seen:?}"
+    );
+}

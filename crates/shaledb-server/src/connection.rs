@@ -10,6 +10,7 @@
 //! (`Partial`), and a long string is written to the socket as its chunks are read.
 
 use crate::buffers::BufferCharge;
+use crate::clients::ClientSlot;
 use crate::commands::{takes_streamed_value, Request, Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::keyspace::{StagedBlob, Upload, CHUNK_BYTES};
@@ -24,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, watch, OwnedSemaphorePermit};
+use tokio::sync::{oneshot, watch};
 
 const READ_BUFFER_BYTES: usize = 16 << 10;
 /// Replies are written once this many bytes of them are ready.
@@ -51,7 +52,7 @@ pub async fn serve_client(
     shared: Arc<Shared>,
     mut stream: TcpStream,
     peer: SocketAddr,
-    _permit: OwnedSemaphorePermit,
+    _permit: ClientSlot,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -215,14 +216,10 @@ impl Client {
             if let Err(close) = self.make_room() {
                 return close;
             }
-            let read = async {
-                match self.shared.config.idle_timeout {
-                    Some(idle) => tokio::time::timeout(idle, stream.read_buf(&mut self.input))
-                        .await
-                        .map_err(|_| ()),
-                    None => Ok(stream.read_buf(&mut self.input).await),
-                }
-            };
+            let read = self
+                .shared
+                .idle_timeout
+                .run(stream.read_buf(&mut self.input));
             tokio::select! {
                 read = read => match read {
                     Ok(Ok(0)) | Ok(Err(_)) => return Close::Gone,

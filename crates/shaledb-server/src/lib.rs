@@ -7,6 +7,7 @@
 
 mod admin;
 mod buffers;
+mod clients;
 pub mod commands;
 pub mod config;
 mod connection;
@@ -24,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 /// How long a drain waits for in-flight requests before it syncs and exits anyway.
 const DRAIN_WAIT: Duration = Duration::from_secs(30);
@@ -124,7 +125,6 @@ async fn run(config: Config) -> Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let (shutdown_sender, shutdown) = watch::channel(false);
-    let slots = Arc::new(Semaphore::new(config.maxclients));
     readiness.0.store(true, Ordering::Release);
     tracing::info!(
         address = %listener.local_addr()?,
@@ -140,13 +140,13 @@ async fn run(config: Config) -> Result<()> {
                 Ok((stream, peer)) => {
                     shared.connections_received.fetch_add(1, Ordering::Relaxed);
                     shared.metrics.connections_total.inc();
-                    match slots.clone().try_acquire_owned() {
-                        Ok(permit) => {
+                    match shared.client_slots.try_admit() {
+                        Some(slot) => {
                             tokio::spawn(connection::serve_client(
-                                shared.clone(), stream, peer, permit, shutdown.clone(),
+                                shared.clone(), stream, peer, slot, shutdown.clone(),
                             ));
                         }
-                        Err(_) => {
+                        None => {
                             shared.metrics.connections_rejected.inc();
                             tracing::warn!(%peer, "refusing client: maxclients reached");
                             tokio::spawn(refuse(stream));
@@ -167,8 +167,7 @@ async fn run(config: Config) -> Result<()> {
     drop(listener);
     tracing::info!(signal = signal_name, "draining");
     let _ = shutdown_sender.send(true);
-    let all_slots = u32::try_from(config.maxclients).unwrap_or(u32::MAX);
-    if tokio::time::timeout(DRAIN_WAIT, slots.acquire_many(all_slots))
+    if tokio::time::timeout(DRAIN_WAIT, shared.client_slots.all_left())
         .await
         .is_err()
     {

@@ -21,6 +21,7 @@ mod transactions;
 mod zsets;
 
 use crate::buffers::BufferBudget;
+use crate::clients::{ClientSlots, IdleTimeout};
 use crate::config::Config;
 use crate::keyspace::{
     self, stripe_of, BlobIds, BlobReader, Failure, Keyspace, StagedBlob, StringInput, StringValue,
@@ -490,6 +491,10 @@ pub struct Shared {
     pub pool_slots: Arc<tokio::sync::Semaphore>,
     /// What all clients' buffers may hold together.
     pub buffer_budget: Arc<BufferBudget>,
+    /// `maxclients` in force now (CONFIG SET changes it; `config` keeps the start value).
+    pub client_slots: Arc<ClientSlots>,
+    /// The idle timeout in force now (CONFIG SET timeout).
+    pub idle_timeout: IdleTimeout,
     command_index: HashMap<&'static str, usize>,
     stripes: Vec<Mutex<()>>,
     watches: Arc<Watches>,
@@ -596,6 +601,8 @@ impl Shared {
             keyspaces,
             pool_slots: Arc::new(tokio::sync::Semaphore::new(config.pool_threads)),
             buffer_budget: BufferBudget::new(config.max_client_buffers_bytes),
+            client_slots: ClientSlots::new(config.maxclients),
+            idle_timeout: IdleTimeout::new(config.idle_timeout),
             config,
             command_index: names
                 .iter()

@@ -66,14 +66,8 @@ fn parameters(shared: &Shared) -> Vec<(String, String)> {
             durability_name(config.durability).into(),
         ),
         ("databases".into(), shared.keyspaces.len().to_string()),
-        ("maxclients".into(), config.maxclients.to_string()),
-        (
-            "timeout".into(),
-            config
-                .idle_timeout
-                .map_or(0, |idle| idle.as_secs())
-                .to_string(),
-        ),
+        ("maxclients".into(), shared.client_slots.limit().to_string()),
+        ("timeout".into(), shared.idle_timeout.seconds().to_string()),
         ("bind".into(), config.bind.clone()),
         (
             "port".into(),
@@ -126,10 +120,16 @@ pub(super) fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         if args.len() < 4 || !args.len().is_multiple_of(2) {
             return Err(wrong_arity("config|set"));
         }
+        // Every pair is checked before any is applied, as Redis does.
         let mut updates = Vec::new();
+        let mut live = Vec::new();
         for pair in args[2..].chunks(2) {
             let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
             let name = canonical(&name).to_string();
+            if let Some(setting) = LiveSetting::named(&name) {
+                live.push((setting, setting.parse(&pair[1])?));
+                continue;
+            }
             if !ACCEPTED.iter().any(|(known, _)| *known == name) {
                 return Err(Reply::error(format!(
                     "ERR Unknown option or number of arguments for CONFIG SET - '{name}' \
@@ -137,6 +137,9 @@ pub(super) fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 )));
             }
             updates.push((name, String::from_utf8_lossy(&pair[1]).into_owned()));
+        }
+        for (setting, value) in live {
+            setting.apply(shared, value);
         }
         shared.redis_config.0.lock().extend(updates);
         return Ok(Reply::OK);
@@ -149,6 +152,70 @@ pub(super) fn config(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
          SHALE_ environment variables and flags at start",
         String::from_utf8_lossy(sub).to_ascii_uppercase()
     )))
+}
+
+/// Settings CONFIG SET changes in the running server (not in the config file).
+#[derive(Clone, Copy)]
+enum LiveSetting {
+    /// `idle_timeout`, in seconds; 0: never.
+    Timeout,
+    Maxclients,
+}
+
+impl LiveSetting {
+    fn named(name: &str) -> Option<LiveSetting> {
+        match name {
+            "timeout" => Some(LiveSetting::Timeout),
+            "maxclients" => Some(LiveSetting::Maxclients),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            LiveSetting::Timeout => "timeout",
+            LiveSetting::Maxclients => "maxclients",
+        }
+    }
+
+    /// Redis's bounds: `timeout` is an int of 0 or more, `maxclients` an unsigned int of 1 or
+    /// more.
+    fn bounds(self) -> (u64, u64) {
+        match self {
+            LiveSetting::Timeout => (0, i32::MAX as u64),
+            LiveSetting::Maxclients => (1, u32::MAX as u64),
+        }
+    }
+
+    /// The value `arg` sets, or Redis's error naming the parameter.
+    fn parse(self, arg: &[u8]) -> Result<u64, Reply> {
+        let failed = |why: String| {
+            Reply::error(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
+                self.name()
+            ))
+        };
+        let value = std::str::from_utf8(arg)
+            .ok()
+            .and_then(|text| text.parse::<i64>().ok())
+            .ok_or_else(|| failed("argument couldn't be parsed into an integer".into()))?;
+        let (low, high) = self.bounds();
+        u64::try_from(value)
+            .ok()
+            .filter(|value| (low..=high).contains(value))
+            .ok_or_else(|| {
+                failed(format!(
+                    "argument must be between {low} and {high} inclusive"
+                ))
+            })
+    }
+
+    fn apply(self, shared: &Shared, value: u64) {
+        match self {
+            LiveSetting::Timeout => shared.idle_timeout.set_seconds(value),
+            LiveSetting::Maxclients => shared.client_slots.set_limit(value as usize),
+        }
+    }
 }
 
 fn durability_name(durability: shaledb::Durability) -> &'static str {
@@ -224,7 +291,7 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\
                  client_buffers_bytes:{}\r\n\r\n",
                 shared.connected_clients.load(Ordering::Relaxed),
-                shared.config.maxclients,
+                shared.client_slots.limit(),
                 shared.waiters.len(),
                 shared.buffer_budget.used(),
             );

@@ -46,15 +46,24 @@ impl View<'_, '_> {
         let Some(value) = self.record(&record)? else {
             return Ok(None);
         };
-        let (head, tail) = value
-            .get(..16)
+        // Exactly two 8-byte numbers, head below tail: anything else is damage.
+        let (head, tail) = <[u8; 16]>::try_from(&value[..])
+            .ok()
             .map(|bytes| {
                 let head = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
-                let tail = i64::from_be_bytes(bytes[8..16].try_into().expect("8 bytes"));
+                let tail = i64::from_be_bytes(bytes[8..].try_into().expect("8 bytes"));
                 (head, tail)
             })
             .filter(|(head, tail)| head < tail)
-            .ok_or_else(|| damaged("a list's bounds", &record))?;
+            .ok_or_else(|| {
+                damaged(
+                    &format!(
+                        "a list's bounds ({} bytes; 16, head below tail)",
+                        value.len()
+                    ),
+                    &record,
+                )
+            })?;
         Ok(Some((head, tail)))
     }
 

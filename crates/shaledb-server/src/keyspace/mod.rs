@@ -59,6 +59,9 @@ mod test_support {
     }
 }
 
+#[cfg(test)]
+mod damage_tests;
+
 pub use blobs::{BlobIds, BlobReader, StagedBlob, Upload, CHUNK_BYTES};
 pub use expiry::{expire_due, ExpireCondition};
 pub use lists::{ListEnd, Pivot};
@@ -228,6 +231,14 @@ fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
         .ok_or_else(|| damaged(what, bytes))
 }
 
+/// The number `record` holds as its whole value: exactly 8 bytes, big-endian. Any other length
+/// is damage, named by the record.
+fn record_u64(record: &[u8], value: &[u8], what: &str) -> Result<u64> {
+    <[u8; 8]>::try_from(value)
+        .map(u64::from_be_bytes)
+        .map_err(|_| damaged(&format!("{what} of {} bytes, not 8", value.len()), record))
+}
+
 /// A KVS holding one database's records, and its key counts.
 pub struct Space {
     db: Arc<Db>,
@@ -274,7 +285,12 @@ impl Keyspace {
         space.load_counts()?;
         let serves = match space.kvs.get(DATABASE_KEY)? {
             Some(value) if value.len() == 2 => u16::from_be_bytes([value[0], value[1]]) as usize,
-            Some(value) => return Err(damaged("a database number", &value)),
+            Some(value) => {
+                return Err(damaged(
+                    &format!("a database number of {} bytes, not 2", value.len()),
+                    DATABASE_KEY,
+                ))
+            }
             None => {
                 space.kvs.put(DATABASE_KEY, (number as u16).to_be_bytes())?;
                 number
@@ -334,7 +350,8 @@ impl Space {
                 .map(|bytes| u16::from_be_bytes([bytes[0], bytes[1]]) as usize)
                 .filter(|&stripe| stripe < STRIPES && record.len() == 3)
                 .ok_or_else(|| damaged("a key count record with a bad stripe", &record))?;
-            let count = read_u64(&value, "a key count")? as i64;
+            let count = i64::try_from(record_u64(&record, &value, "a key count")?)
+                .map_err(|_| damaged("a key count past any possible number of keys", &record))?;
             self.counts[stripe].store(count, Ordering::Relaxed);
         }
         Ok(())
@@ -354,12 +371,15 @@ impl Space {
 /// key counts) into this layout; a new database just gets its layout record. Idempotent: a
 /// crash midway leaves no layout record, and the next open upgrades again.
 fn upgrade_from_layout_1(space: &Arc<Space>, number: usize) -> Result<()> {
-    // Expiry-queue records (class 1) may be left by an upgrade that crashed midway; the
-    // layout and database records (class 3) are written only once it is done.
-    if let Some(record) = space.kvs.range(vec![KEY_COUNTS + 1]..).keys().next() {
+    // Expiry-queue records (class 1) may be left by an upgrade that crashed midway; key
+    // counts (class 2), the layout and database records (class 3) and blobs (class 4) are
+    // written only once it is done, so with no layout record they are damage (a later layout's
+    // KVS that lost its layout record), not a database to upgrade.
+    if let Some(record) = space.kvs.range(vec![KEY_COUNTS]..).keys().next() {
         return Err(damaged(
             &format!(
-                "KVS {:?} has no Redis layout record but holds records other than Redis keys",
+                "KVS {:?} has no Redis layout record (\\x03layout) but holds records a \
+                 layout-1 database never has",
                 space.kvs.name()
             ),
             &record?,
@@ -379,6 +399,26 @@ fn upgrade_from_layout_1(space: &Arc<Space>, number: usize) -> Result<()> {
         let record = record?;
         let (key, record_tag, _) = split_record_key(&record)
             .ok_or_else(|| damaged("a layout-1 record without a key", &record))?;
+        // Layout 1's tags, and the expiry records a crashed upgrade may have written.
+        if ![
+            tag::STRING,
+            tag::LAYOUT_1_STRING_WITH_TTL,
+            tag::HASH_FIELD,
+            tag::ZSET_MEMBER,
+            tag::ZSET_RANK,
+            tag::EXPIRY,
+        ]
+        .contains(&record_tag)
+        {
+            return Err(damaged(
+                &format!(
+                    "KVS {:?} has no Redis layout record (\\x03layout) but holds a record of \
+                     no layout-1 type",
+                    space.kvs.name()
+                ),
+                &record,
+            ));
+        }
         if last_key.as_deref() != Some(key) {
             counts[stripe_of(key)] += 1;
             last_key = Some(key.to_vec());

@@ -10,8 +10,8 @@ use super::blobs::{self, BlobReader, StagedBlob};
 use super::records::{Base, Records};
 use super::Space;
 use super::{
-    base, count_key, damaged, key_end, read_u64, record_key, tag, KeyType, Keyspace, Result, BLOBS,
-    DATA, EXPIRY_QUEUE, KEY_COUNTS,
+    base, count_key, damaged, key_end, record_key, record_u64, tag, KeyType, Keyspace, Result,
+    BLOBS, DATA, EXPIRY_QUEUE, KEY_COUNTS,
 };
 use bytes::Bytes;
 use shaledb::WriteBatch;
@@ -458,9 +458,10 @@ impl<'t, 's> View<'t, 's> {
 
     /// When `key` expires, if it has an expiry time.
     pub fn expires_at(&self, key: &[u8]) -> Result<Option<u64>> {
-        match self.record(&record_key(key, tag::EXPIRY, &[])?)? {
+        let record = record_key(key, tag::EXPIRY, &[])?;
+        match self.record(&record)? {
             None => Ok(None),
-            Some(value) => Ok(Some(read_u64(&value, "an expiry time")?)),
+            Some(value) => Ok(Some(record_u64(&record, &value, "an expiry time")?)),
         }
     }
 
@@ -760,6 +761,9 @@ impl View<'_, '_> {
             let (record, value) = item?;
             if out.len() == count {
                 return Ok((out, Some(record.to_vec())));
+            }
+            if kind == KeyType::ZSet {
+                super::zsets::member_score(&record, &value)?;
             }
             out.push((record.slice(prefix.len()..), value));
         }

@@ -4,7 +4,7 @@
 
 use super::records::Records;
 use super::tx::View;
-use super::{damaged, record_key, tag, KeyType, Result};
+use super::{damaged, record_key, record_u64, tag, KeyType, Result};
 use bytes::Bytes;
 
 /// A score bound of ZRANGEBYSCORE and friends.
@@ -96,6 +96,12 @@ impl Iterator for Ranked {
         Some(match item {
             Ok((record, _)) if record.len() >= self.prefix_len + 8 => {
                 let score = score_of_sortable(&record[self.prefix_len..]);
+                if score.is_nan() {
+                    return Some(Err(damaged(
+                        "a sorted-set rank entry whose score is NaN",
+                        &record,
+                    )));
+                }
                 Ok((record.slice(self.prefix_len + 8..), score))
             }
             Ok((record, _)) => Err(damaged("a sorted-set rank entry", &record)),
@@ -106,18 +112,15 @@ impl Iterator for Ranked {
 
 impl View<'_, '_> {
     pub fn zset_score(&self, key: &[u8], member: &[u8]) -> Result<Option<f64>> {
-        let value = self.record(&record_key(key, tag::ZSET_MEMBER, member)?)?;
+        let record = record_key(key, tag::ZSET_MEMBER, member)?;
+        let value = self.record(&record)?;
         if !self.live_or_check(key, value.is_some(), KeyType::ZSet)? {
             return Ok(None);
         }
         let Some(value) = value else {
             return Ok(None);
         };
-        let bits = value
-            .get(..8)
-            .map(|bytes| u64::from_be_bytes(bytes.try_into().expect("8 bytes")))
-            .ok_or_else(|| damaged("a sorted-set score", &value))?;
-        Ok(Some(f64::from_bits(bits)))
+        member_score(&record, &value).map(Some)
     }
 
     /// Sets a member's score (`old` is its score now, if it has one). `exists` says whether
@@ -193,6 +196,16 @@ impl View<'_, '_> {
             reverse,
         })
     }
+}
+
+/// The score a sorted-set member's record holds: exactly 8 bytes, and a number (Redis stores no
+/// NaN). Anything else is damage, named by the record.
+pub(super) fn member_score(record: &[u8], value: &[u8]) -> Result<f64> {
+    let score = f64::from_bits(record_u64(record, value, "a sorted-set score")?);
+    if score.is_nan() {
+        return Err(damaged("a sorted-set score that is NaN", record));
+    }
+    Ok(score)
 }
 
 fn rank_key(key: &[u8], score: f64, member: &[u8]) -> Result<Vec<u8>> {

@@ -1,0 +1,436 @@
+//! Goal: every damaged or unexpected record of the Redis layout is an error that names it:
+//! never skipped, never a panic, never a wrong answer.
+//! Method: write a malformed record straight into a database's KVS, then run commands through
+//! the server's dispatcher (`Shared::execute`) and check each answers `ERR damaged data: ...`
+//! naming the record; damage that the open reads (layout, database and key-count records) must
+//! make `Shared::new`, which `shale serve` calls before it listens, refuse the KVS.
+
+use super::{count_key, record_key, stripe_of, tag, Failure, DATABASE_KEY, LAYOUT_KEY};
+use crate::commands::{Request, Session, Shared};
+use crate::config::{Config, KvdbArgs, ServeArgs};
+use crate::resp::Reply;
+use bytes::Bytes;
+use shaledb::{Db, Kvs, Options};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The KVS database 0 lives in.
+const KVS: &str = "redis-0";
+
+fn config(path: &Path) -> Config {
+    let kvdb = KvdbArgs {
+        db: Some(path.to_path_buf()),
+        durability: Some("none".into()),
+        ..KvdbArgs::default()
+    };
+    let args = ServeArgs {
+        databases: Some(1),
+        ..ServeArgs::default()
+    };
+    Config::resolve(&kvdb, &args).unwrap()
+}
+
+/// Opens the KVDB at `path` and its Redis databases as `shale serve` does.
+fn open(path: &Path) -> Result<Shared, Failure> {
+    let db = Arc::new(Db::open(path, Options::default()).unwrap());
+    Shared::new(db, config(path))
+}
+
+struct Server {
+    dir: tempfile::TempDir,
+    shared: Shared,
+    session: Session,
+}
+
+impl Server {
+    fn new() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = open(&dir.path().join("db")).unwrap_or_else(|_| panic!("a new database"));
+        let session = shared.new_session();
+        Server {
+            dir,
+            shared,
+            session,
+        }
+    }
+
+    fn call(&mut self, args: &[&str]) -> Reply {
+        let args: Vec<Bytes> = args
+            .iter()
+            .map(|arg| Bytes::copy_from_slice(arg.as_bytes()))
+            .collect();
+        self.shared
+            .execute(&mut self.session, &mut Request::from(args))
+    }
+
+    fn kvs(&self) -> Kvs {
+        self.shared.db.kvs(KVS).unwrap()
+    }
+
+    /// Writes `value` under `record` behind the server's back.
+    fn put(&self, record: &[u8], value: &[u8]) {
+        self.kvs().put(record, value).unwrap();
+    }
+
+    fn delete(&self, record: &[u8]) {
+        self.kvs().delete(record).unwrap();
+    }
+
+    /// Closes the KVDB and opens it again: what `shale serve` does at its next start.
+    fn restart(self) -> (tempfile::TempDir, Result<Shared, Failure>) {
+        let Server { dir, shared, .. } = self;
+        drop(shared);
+        let reopened = open(&dir.path().join("db"));
+        (dir, reopened)
+    }
+}
+
+/// The text `keyspace::damaged` names `record` with.
+fn named(record: &[u8]) -> String {
+    format!(
+        "record {:?}",
+        String::from_utf8_lossy(&record[..record.len().min(80)])
+    )
+}
+
+fn assert_damaged(reply: &Reply, what: &str, record: &[u8], command: &[&str]) {
+    match reply {
+        Reply::Error(text) => assert!(
+            text.starts_with("ERR damaged data: ")
+                && text.contains(what)
+                && text.contains(&named(record)),
+            "{command:?} answered {text:?}, not damage {what:?} naming {}",
+            named(record)
+        ),
+        other => panic!(
+            "{command:?} answered {other:?}, not damage {what:?} naming {}",
+            named(record)
+        ),
+    }
+}
+
+/// Runs each command and checks it answers damage `what` naming `record`.
+fn assert_all_damaged(server: &mut Server, commands: &[&[&str]], what: &str, record: &[u8]) {
+    for command in commands {
+        let reply = server.call(command);
+        assert_damaged(&reply, what, record, command);
+    }
+}
+
+/// An open that `shale serve` would refuse: the failure names `record`.
+fn assert_refused(opened: Result<Shared, Failure>, what: &str, record: &[u8]) {
+    match opened {
+        Ok(_) => panic!("opened a KVS whose {} is damaged", named(record)),
+        Err(failure) => assert_damaged(&Reply::from(failure), what, record, &["open"]),
+    }
+}
+
+fn ok() -> Reply {
+    Reply::OK
+}
+
+fn same(left: &Reply, right: &Reply) -> bool {
+    format!("{left:?}") == format!("{right:?}")
+}
+
+#[test]
+fn an_expiry_record_not_of_8_bytes() {
+    let far = (super::now_ms() + 3_600_000).to_be_bytes();
+    let nine = [&far[..], &[0]].concat();
+    for bad in [&[][..], &far[..3], &nine[..]] {
+        let mut server = Server::new();
+        assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
+        let record = record_key(b"k", tag::EXPIRY, &[]).unwrap();
+        server.put(&record, bad);
+        let what = format!("an expiry time of {} bytes, not 8", bad.len());
+        assert_all_damaged(
+            &mut server,
+            &[
+                &["TTL", "k"],
+                &["PTTL", "k"],
+                &["EXPIRETIME", "k"],
+                &["GET", "k"],
+                &["TYPE", "k"],
+                &["EXISTS", "k"],
+                &["STRLEN", "k"],
+                &["KEYS", "*"],
+                &["SCAN", "0"],
+                &["EXPIRE", "k", "100"],
+                &["PERSIST", "k"],
+                &["SET", "k", "w"],
+            ],
+            &what,
+            &record,
+        );
+    }
+}
+
+#[test]
+fn a_list_bounds_record_of_the_wrong_length_or_order() {
+    let bounds = |head: i64, tail: i64| [head.to_be_bytes(), tail.to_be_bytes()].concat();
+    let good = bounds(0, 3);
+    let long = [&good[..], &[0]].concat();
+    let reversed = bounds(3, 0);
+    for bad in [&good[..15], &long[..], &reversed[..], &[][..]] {
+        let mut server = Server::new();
+        assert!(same(
+            &server.call(&["RPUSH", "l", "a", "b", "c"]),
+            &Reply::Integer(3)
+        ));
+        let record = record_key(b"l", tag::LIST_BOUNDS, &[]).unwrap();
+        server.put(&record, bad);
+        let what = format!("a list's bounds ({} bytes; 16, head below tail)", bad.len());
+        assert_all_damaged(
+            &mut server,
+            &[
+                &["LLEN", "l"],
+                &["LRANGE", "l", "0", "-1"],
+                &["LINDEX", "l", "0"],
+                &["LPOS", "l", "a"],
+                &["RPUSH", "l", "d"],
+                &["LPOP", "l"],
+                &["LSET", "l", "0", "x"],
+                &["LTRIM", "l", "0", "1"],
+                &["LREM", "l", "0", "a"],
+            ],
+            &what,
+            &record,
+        );
+    }
+}
+
+#[test]
+fn a_sorted_set_score_not_of_8_bytes_or_nan() {
+    let one = 1f64.to_bits().to_be_bytes();
+    let nine = [&one[..], &[0]].concat();
+    let nan = f64::NAN.to_bits().to_be_bytes();
+    let cases: [(&[u8], &str); 4] = [
+        (&one[..7], "a sorted-set score of 7 bytes, not 8"),
+        (&nine, "a sorted-set score of 9 bytes, not 8"),
+        (&[], "a sorted-set score of 0 bytes, not 8"),
+        (&nan, "a sorted-set score that is NaN"),
+    ];
+    for (bad, what) in cases {
+        let mut server = Server::new();
+        assert!(same(
+            &server.call(&["ZADD", "z", "1", "m", "2", "n"]),
+            &Reply::Integer(2)
+        ));
+        let record = record_key(b"z", tag::ZSET_MEMBER, b"m").unwrap();
+        server.put(&record, bad);
+        assert_all_damaged(
+            &mut server,
+            &[
+                &["ZSCORE", "z", "m"],
+                &["ZMSCORE", "z", "n", "m"],
+                &["ZSCAN", "z", "0"],
+                &["ZRANK", "z", "m"],
+                &["ZINCRBY", "z", "1", "m"],
+                &["ZADD", "z", "5", "m"],
+                &["ZREM", "z", "m"],
+            ],
+            what,
+            &record,
+        );
+        // The intact member still answers.
+        assert!(same(
+            &server.call(&["ZSCORE", "z", "n"]),
+            &Reply::Double(2.0)
+        ));
+    }
+}
+
+#[test]
+fn a_sorted_set_rank_entry_whose_score_is_nan() {
+    let mut server = Server::new();
+    assert!(same(
+        &server.call(&["ZADD", "z", "1", "m"]),
+        &Reply::Integer(1)
+    ));
+    // NaN's bits with the sign bit set: the order rank entries keep for positive numbers.
+    let sortable = f64::NAN.to_bits() | (1 << 63);
+    let record = record_key(
+        b"z",
+        tag::ZSET_RANK,
+        &[&sortable.to_be_bytes()[..], b"n"].concat(),
+    )
+    .unwrap();
+    server.put(&record, b"");
+    assert_all_damaged(
+        &mut server,
+        &[
+            &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+            &["ZREVRANGE", "z", "0", "0"],
+            &["ZRANGEBYSCORE", "z", "-inf", "+inf"],
+        ],
+        "a sorted-set rank entry whose score is NaN",
+        &record,
+    );
+}
+
+#[test]
+fn a_key_whose_first_record_has_no_types_tag() {
+    // A tag of no type, layout 2's chunk tag (no type's in layout 3), a key holding nothing but its
+    // expiry, and layout 1's tag for strings with a TTL (upgraded away at open).
+    let far = (super::now_ms() + 3_600_000).to_be_bytes();
+    let cases: [(&str, u8, &[u8]); 4] = [
+        ("q", b'q', b""),
+        ("d", tag::LAYOUT_2_STRING_CHUNK, &[0, 0, 0, 0]),
+        ("e", tag::EXPIRY, b""),
+        ("x", tag::LAYOUT_1_STRING_WITH_TTL, b""),
+    ];
+    for (key, record_tag, suffix) in cases {
+        let mut server = Server::new();
+        assert!(same(&server.call(&["SET", "a", "1"]), &ok()));
+        assert!(same(&server.call(&["SET", "zzz", "1"]), &ok()));
+        let record = record_key(key.as_bytes(), record_tag, suffix).unwrap();
+        server.put(&record, &far);
+        assert_all_damaged(
+            &mut server,
+            &[
+                &["TYPE", key],
+                &["EXISTS", key],
+                &["GET", key],
+                &["HGET", key, "f"],
+                &["KEYS", "*"],
+                // The walk names it even where the pattern could not match it.
+                &["KEYS", "a*"],
+                &["SCAN", "0", "COUNT", "100"],
+                &["SET", key, "v"],
+                &["DEL", key],
+            ],
+            "a key whose first record has no type's tag",
+            &record,
+        );
+    }
+}
+
+#[test]
+fn a_record_too_short_for_its_key() {
+    let mut server = Server::new();
+    assert!(same(&server.call(&["SET", "a", "1"]), &ok()));
+    // The length says 50 bytes of key; one follows.
+    let record = [&50u32.to_be_bytes()[..], b"k"].concat();
+    server.put(&record, b"v");
+    assert_all_damaged(
+        &mut server,
+        &[&["KEYS", "*"], &["SCAN", "0"]],
+        "a record without a key",
+        &record,
+    );
+}
+
+#[test]
+fn a_key_count_record_that_is_not_a_count_is_refused_at_open() {
+    let stripe = stripe_of(b"k");
+    let record = count_key(stripe);
+    let nine = [&1u64.to_be_bytes()[..], &[0]].concat();
+    let cases: [(&[u8], &[u8], &str); 5] = [
+        (
+            &record,
+            &[0, 0, 0, 0, 0, 0, 1],
+            "a key count of 7 bytes, not 8",
+        ),
+        (&record, &nine, "a key count of 9 bytes, not 8"),
+        (&record, &[], "a key count of 0 bytes, not 8"),
+        (
+            &record,
+            &u64::MAX.to_be_bytes(),
+            "a key count past any possible number of keys",
+        ),
+        (
+            &[2, 0xFF, 0xFF],
+            &1u64.to_be_bytes(),
+            "a key count record with a bad stripe",
+        ),
+    ];
+    for (record, bad, what) in cases {
+        let mut server = Server::new();
+        assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
+        server.put(record, bad);
+        let (_dir, reopened) = server.restart();
+        assert_refused(reopened, what, record);
+    }
+}
+
+#[test]
+fn a_wrong_or_missing_layout_record_is_refused_at_open() {
+    // Another layout's version.
+    let mut server = Server::new();
+    assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
+    server.put(LAYOUT_KEY, b"shale-redis-layout 4 4096");
+    let (_dir, reopened) = server.restart();
+    match reopened {
+        Ok(_) => panic!("opened a KVS of an unknown layout"),
+        Err(failure) => match Reply::from(failure) {
+            Reply::Error(text) => assert!(
+                text.contains("unknown layout \"shale-redis-layout 4 4096\""),
+                "{text}"
+            ),
+            other => panic!("{other:?}"),
+        },
+    }
+
+    // A KVS of this layout that lost its layout record: refused, named, and left as it was (not
+    // upgraded, not emptied), so putting the record back serves the data again.
+    let mut server = Server::new();
+    assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
+    server.delete(LAYOUT_KEY);
+    let (dir, reopened) = server.restart();
+    let first_count = count_key(stripe_of(b"k"));
+    assert_refused(
+        reopened,
+        "has no Redis layout record (\\x03layout) but holds records a layout-1 database never has",
+        &first_count,
+    );
+    {
+        let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+        let kvs = db.kvs(KVS).unwrap();
+        assert!(
+            kvs.get(LAYOUT_KEY).unwrap().is_none(),
+            "written by a refused open"
+        );
+        assert!(kvs
+            .get(record_key(b"k", tag::STRING, &[]).unwrap())
+            .unwrap()
+            .is_some());
+        kvs.put(LAYOUT_KEY, super::LAYOUT_VALUE).unwrap();
+    }
+    let shared = open(&dir.path().join("db")).unwrap_or_else(|_| panic!("repaired"));
+    let mut session = shared.new_session();
+    let reply = shared.execute(
+        &mut session,
+        &mut Request::from(vec![Bytes::from("GET"), Bytes::from("k")]),
+    );
+    assert!(same(&reply, &Reply::Bulk(Bytes::from("v"))), "{reply:?}");
+    drop(shared);
+
+    // ... and without its database and key-count records too: its lists are no layout-1 type.
+    let mut server = Server::new();
+    assert!(same(&server.call(&["RPUSH", "l", "a"]), &Reply::Integer(1)));
+    for record in server
+        .kvs()
+        .range(vec![2u8]..)
+        .keys()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap()
+    {
+        server.delete(&record);
+    }
+    let (_dir, reopened) = server.restart();
+    assert_refused(
+        reopened,
+        "has no Redis layout record (\\x03layout) but holds a record of no layout-1 type",
+        &record_key(b"l", tag::LIST_BOUNDS, &[]).unwrap(),
+    );
+
+    // The database record of the wrong length.
+    let server = Server::new();
+    server.put(DATABASE_KEY, &[0]);
+    let (_dir, reopened) = server.restart();
+    assert_refused(
+        reopened,
+        "a database number of 1 bytes, not 2",
+        DATABASE_KEY,
+    );
+}
