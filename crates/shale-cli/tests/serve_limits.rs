@@ -760,3 +760,55 @@ fn keys_does_not_block_other_clients() {
         "only {pongs_first} PONGs came before the first KEYS reply: {seen:?}"
     );
 }
+
+#[test]
+fn config_set_proto_max_bulk_len_applies_to_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut client = server.connect();
+    assert_eq!(
+        client.call(&["CONFIG", "GET", "proto-max-bulk-len"]),
+        config_value("proto-max-bulk-len", "536870912")
+    );
+    match client.call(&["CONFIG", "SET", "proto-max-bulk-len", "1000"]) {
+        Value::Error(message) => assert!(
+            message.contains("'proto-max-bulk-len'") && message.contains("between 1048576"),
+            "{message}"
+        ),
+        other => panic!("a 1000-byte proto-max-bulk-len: {other:?}"),
+    }
+    assert_eq!(
+        client.call(&["CONFIG", "SET", "proto-max-bulk-len", "1048576"]),
+        ok()
+    );
+    assert_eq!(
+        client.call(&["CONFIG", "GET", "proto-max-bulk-len"]),
+        config_value("proto-max-bulk-len", "1048576")
+    );
+    // Strings may not grow past it, and no argument may be longer.
+    let half = "h".repeat(600 << 10);
+    assert_eq!(client.call(&["SET", "s", &half]), ok());
+    assert_eq!(
+        client.call(&["APPEND", "s", &half]),
+        Value::Error(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len: 1048576 bytes)".into()
+        )
+    );
+    let mut other = server.connect();
+    let too_long = "t".repeat((1 << 20) + 1);
+    assert_eq!(
+        other.call(&["SET", "t", &too_long]),
+        Value::Error("ERR Protocol error: invalid bulk length".into())
+    );
+    assert!(other.is_closed());
+    assert_eq!(
+        client.call(&["CONFIG", "SET", "proto-max-bulk-len", "536870912"]),
+        ok()
+    );
+    let mut again = server.connect();
+    assert_eq!(again.call(&["SET", "t", &too_long]), ok());
+    assert_eq!(
+        again.call(&["STRLEN", "t"]),
+        Value::Int(too_long.len() as i64)
+    );
+}

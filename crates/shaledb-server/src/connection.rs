@@ -136,7 +136,7 @@ impl Client {
         if self.authenticated() {
             RequestLimits {
                 request_bytes_max: config.max_request_bytes,
-                bulk_bytes_max: config.max_bulk_bytes,
+                bulk_bytes_max: self.shared.max_bulk_bytes(),
                 args_max: ARGS_MAX,
                 unauthenticated: false,
                 streaming: Some((CHUNK_BYTES, takes_streamed_value)),

@@ -14,7 +14,7 @@ fn bit_offset(arg: &[u8], max_bytes: usize) -> Result<usize, Reply> {
 }
 
 pub(super) fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let offset = bit_offset(&args[2], ctx.shared.config.max_bulk_bytes)?;
+    let offset = bit_offset(&args[2], ctx.shared.max_bulk_bytes())?;
     let value = ctx.view().get_string(&args[1])?.unwrap_or_default();
     let bit = value
         .get(offset / 8)
@@ -23,7 +23,7 @@ pub(super) fn getbit(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let offset = bit_offset(&args[2], ctx.shared.config.max_bulk_bytes)?;
+    let offset = bit_offset(&args[2], ctx.shared.max_bulk_bytes())?;
     let on = match &args[3][..] {
         b"0" => false,
         b"1" => true,
@@ -120,7 +120,7 @@ pub(super) fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let (a, b) = (&strings[0], &strings[1]);
     let (alen, blen) = (a.len(), b.len());
     let table_bytes = (alen as u64 + 1) * (blen as u64 + 1) * 4;
-    if table_bytes > ctx.shared.config.max_bulk_bytes as u64 {
+    if table_bytes > ctx.shared.max_bulk_bytes() as u64 {
         return Err(Reply::error(
             "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
         ));

@@ -495,6 +495,9 @@ pub struct Shared {
     pub client_slots: Arc<ClientSlots>,
     /// The idle timeout in force now (CONFIG SET timeout).
     pub idle_timeout: IdleTimeout,
+    /// The longest argument and string (`max_bulk_bytes`, Redis's proto-max-bulk-len), as
+    /// CONFIG SET last made it.
+    max_bulk_bytes: AtomicUsize,
     command_index: HashMap<&'static str, usize>,
     stripes: Vec<Mutex<()>>,
     watches: Arc<Watches>,
@@ -603,6 +606,7 @@ impl Shared {
             buffer_budget: BufferBudget::new(config.max_client_buffers_bytes),
             client_slots: ClientSlots::new(config.maxclients),
             idle_timeout: IdleTimeout::new(config.idle_timeout),
+            max_bulk_bytes: AtomicUsize::new(config.max_bulk_bytes),
             config,
             command_index: names
                 .iter()
@@ -622,6 +626,11 @@ impl Shared {
             waiters: blocking::Waiters::default(),
             started: Instant::now(),
         })
+    }
+
+    /// The longest argument and string now.
+    pub fn max_bulk_bytes(&self) -> usize {
+        self.max_bulk_bytes.load(Ordering::Relaxed)
     }
 
     pub fn new_session(&self) -> Session {

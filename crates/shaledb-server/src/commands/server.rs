@@ -75,7 +75,7 @@ fn parameters(shared: &Shared) -> Vec<(String, String)> {
         ),
         (
             "proto-max-bulk-len".into(),
-            config.max_bulk_bytes.to_string(),
+            shared.max_bulk_bytes().to_string(),
         ),
         (
             "client-query-buffer-limit".into(),
@@ -160,6 +160,8 @@ enum LiveSetting {
     /// `idle_timeout`, in seconds; 0: never.
     Timeout,
     Maxclients,
+    /// `max_bulk_bytes`: the longest argument and string from the next request on.
+    ProtoMaxBulkLen,
 }
 
 impl LiveSetting {
@@ -167,6 +169,7 @@ impl LiveSetting {
         match name {
             "timeout" => Some(LiveSetting::Timeout),
             "maxclients" => Some(LiveSetting::Maxclients),
+            "proto-max-bulk-len" => Some(LiveSetting::ProtoMaxBulkLen),
             _ => None,
         }
     }
@@ -175,15 +178,17 @@ impl LiveSetting {
         match self {
             LiveSetting::Timeout => "timeout",
             LiveSetting::Maxclients => "maxclients",
+            LiveSetting::ProtoMaxBulkLen => "proto-max-bulk-len",
         }
     }
 
     /// Redis's bounds: `timeout` is an int of 0 or more, `maxclients` an unsigned int of 1 or
-    /// more.
+    /// more, `proto-max-bulk-len` at least 1 MiB.
     fn bounds(self) -> (u64, u64) {
         match self {
             LiveSetting::Timeout => (0, i32::MAX as u64),
             LiveSetting::Maxclients => (1, u32::MAX as u64),
+            LiveSetting::ProtoMaxBulkLen => (1 << 20, i64::MAX as u64),
         }
     }
 
@@ -214,6 +219,10 @@ impl LiveSetting {
         match self {
             LiveSetting::Timeout => shared.idle_timeout.set_seconds(value),
             LiveSetting::Maxclients => shared.client_slots.set_limit(value as usize),
+            LiveSetting::ProtoMaxBulkLen => shared.max_bulk_bytes.store(
+                usize::try_from(value).unwrap_or(usize::MAX),
+                Ordering::Relaxed,
+            ),
         }
     }
 }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 fn too_long(ctx: &Ctx) -> Reply {
     Reply::error(format!(
         "ERR string exceeds maximum allowed size (proto-max-bulk-len: {} bytes)",
-        ctx.shared.config.max_bulk_bytes
+        ctx.shared.max_bulk_bytes()
     ))
 }
 
@@ -285,7 +285,7 @@ pub(super) fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn append(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let limit = ctx.shared.config.max_bulk_bytes;
+    let limit = ctx.shared.max_bulk_bytes();
     let too_long = too_long(ctx);
     let mut view = ctx.view();
     let mut data = view
@@ -310,7 +310,7 @@ pub(super) fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
     let offset = offset as usize;
     let patch = &args[3];
-    let limit = ctx.shared.config.max_bulk_bytes;
+    let limit = ctx.shared.max_bulk_bytes();
     let too_long = too_long(ctx);
     let mut view = ctx.view();
     let old = view.get_string(&args[1])?;
