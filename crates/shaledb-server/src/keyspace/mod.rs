@@ -36,6 +36,7 @@
 //! everything it (or a whole MULTI/EXEC) wrote commits as one engine batch.
 
 mod blobs;
+mod cleared;
 mod expiry;
 mod hashes;
 mod lists;

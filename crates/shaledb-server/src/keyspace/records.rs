@@ -1,8 +1,10 @@
 //! An ordered cursor over a range of records as a [`super::Tx`] sees them: the engine's records
 //! at a snapshot, minus the prefixes the transaction deleted, with its own writes merged in.
 
+use super::cleared::ClearedPrefixes;
 use bytes::Bytes;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The engine's side of the merge: with values, or keys alone (no device reads).
 pub(super) enum Base {
@@ -31,8 +33,10 @@ pub struct Records {
     base: Base,
     /// The transaction's writes in the range: `Some` put, `None` deleted.
     overlay: VecDeque<(Bytes, Option<Bytes>)>,
-    /// Prefixes the transaction deleted: the engine's records under them are gone.
-    cleared: Vec<Vec<u8>>,
+    /// Prefixes the transaction deleted (in database `db`): the engine's records under them are
+    /// gone.
+    cleared: Arc<ClearedPrefixes>,
+    db: usize,
     /// One record taken from each end of the engine's cursor and not returned yet.
     base_front: Option<Entry>,
     base_back: Option<Entry>,
@@ -42,12 +46,14 @@ impl Records {
     pub(super) fn new(
         base: Base,
         overlay: VecDeque<(Bytes, Option<Bytes>)>,
-        cleared: Vec<Vec<u8>>,
+        cleared: Arc<ClearedPrefixes>,
+        db: usize,
     ) -> Records {
         Records {
             base,
             overlay,
             cleared,
+            db,
             base_front: None,
             base_back: None,
         }
@@ -67,11 +73,7 @@ impl Records {
         loop {
             match self.base.step(back) {
                 Some(Ok(entry)) => {
-                    if self
-                        .cleared
-                        .iter()
-                        .any(|prefix| entry.0.starts_with(prefix))
-                    {
+                    if self.cleared.covers(self.db, &entry.0) {
                         continue;
                     }
                     if back {

@@ -7,6 +7,7 @@
 //! once. Plain reads take no lock: they see a key before a batch or after it, never within.
 
 use super::blobs::{self, BlobReader, StagedBlob};
+use super::cleared::ClearedPrefixes;
 use super::records::{Base, Records};
 use super::Space;
 use super::{
@@ -25,8 +26,9 @@ pub struct Tx<'s> {
     spaces: &'s [Keyspace],
     /// (database, record key) -> `Some(value)` put or `None` deleted, after any clear below.
     writes: BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
-    /// (database, prefix) deleted, in order.
-    cleared: Vec<(usize, Vec<u8>)>,
+    /// (database, prefix) deleted, in order; shared with the cursors reading through this
+    /// transaction (copied only if one is alive when another prefix is cleared).
+    cleared: Arc<ClearedPrefixes>,
     /// Databases flushed whole: their key counts restart from zero.
     flushed: BTreeSet<usize>,
     /// (database, stripe) -> change in live keys.
@@ -54,7 +56,7 @@ impl<'s> Tx<'s> {
         Tx {
             spaces,
             writes: BTreeMap::new(),
-            cleared: Vec::new(),
+            cleared: Arc::default(),
             flushed: BTreeSet::new(),
             count_deltas: BTreeMap::new(),
             touched: Vec::new(),
@@ -92,7 +94,7 @@ impl<'s> Tx<'s> {
         }
         let mut batch = WriteBatch::new();
         let spaces: Vec<Arc<Space>> = self.spaces.iter().map(Keyspace::space).collect();
-        for (db, prefix) in &self.cleared {
+        for (db, prefix) in self.cleared.iter() {
             batch.prefix_delete(&spaces[*db].kvs, prefix);
         }
         for ((db, key), value) in &self.writes {
@@ -168,7 +170,9 @@ impl Tx<'_> {
                 }
             }
         }
-        self.cleared.truncate(savepoint.cleared);
+        if self.cleared.len() > savepoint.cleared {
+            Arc::make_mut(&mut self.cleared).truncate(savepoint.cleared);
+        }
         self.flushed = savepoint.flushed;
         self.touched.truncate(savepoint.touched);
         // Blobs linked after the savepoint are deleted as they drop.
@@ -222,10 +226,7 @@ impl<'t, 's> View<'t, 's> {
     }
 
     fn is_cleared(&self, record: &[u8]) -> bool {
-        self.tx
-            .cleared
-            .iter()
-            .any(|(db, prefix)| *db == self.db && record.starts_with(prefix))
+        self.tx.cleared.covers(self.db, record)
     }
 
     /// What this transaction decides about `record`: `Some` of its value when it wrote the
@@ -265,20 +266,13 @@ impl<'t, 's> View<'t, 's> {
             ))
             .map(|((_, key), value)| (Bytes::copy_from_slice(key), value.clone()))
             .collect();
-        let cleared = self
-            .tx
-            .cleared
-            .iter()
-            .filter(|(db, _)| *db == self.db)
-            .map(|(_, prefix)| prefix.clone())
-            .collect();
         let iter = self.space().kvs.range(start..end);
         let base = if values {
             Base::Values(iter)
         } else {
             Base::Keys(iter.keys())
         };
-        Records::new(base, overlay, cleared)
+        Records::new(base, overlay, self.tx.cleared.clone(), self.db)
     }
 
     /// The records of `key` with tag `tag` (a hash's fields, a set's members, ...), in order.
@@ -422,7 +416,7 @@ impl<'t, 's> View<'t, 's> {
         for slot in doomed {
             self.tx.forget_write(slot);
         }
-        self.tx.cleared.push((db, prefix));
+        Arc::make_mut(&mut self.tx.cleared).push(db, prefix);
     }
 
     /// Notes that `key` was written (WATCH sees it).
