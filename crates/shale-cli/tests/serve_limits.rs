@@ -909,3 +909,47 @@ fn a_long_value_refused_while_queued_in_multi_aborts_the_transaction() {
     );
     assert_eq!(client.call(&["EXISTS", "small", "fill0"]), Value::Int(0));
 }
+
+#[test]
+fn an_unread_long_reply_does_not_keep_deleted_values_on_disk() {
+    // A long string's reply is read from an engine snapshot as the socket takes it, and is not
+    // charged anywhere ("such a reply is not held"). But the snapshot covers the whole KVDB: while
+    // one client leaves a GET unread, nothing deleted or overwritten since is freed, for anyone.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--space-mb", "384", "--cache-mb", "16"],
+    );
+    let mut client = server.connect();
+    const LENGTH: usize = 64 * MIB;
+    let mut stored = Vec::new();
+    loop {
+        let key = format!("fill{}", stored.len());
+        send_long_set(client.reader.get_mut(), &key, LENGTH, stored.len() as u8);
+        match client.read().unwrap() {
+            Value::Status(status) if status == "OK" => stored.push(key),
+            Value::Error(message) if message.starts_with("ERR out of space") => break,
+            other => panic!("SET of 64 MiB answered {other:?}"),
+        }
+        assert!(stored.len() < 10, "384 MiB of space held 640 MiB");
+    }
+    // Another client asks for one value and reads nothing of it.
+    let mut slow = TcpStream::connect(&server.address).unwrap();
+    slow.write_all(b"*2\r\n$3\r\nGET\r\n$5\r\nfill0\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut del: Vec<&str> = vec!["DEL"];
+    del.extend(stored.iter().map(String::as_str));
+    assert_eq!(client.call(&del), Value::Int(stored.len() as i64));
+    std::thread::sleep(Duration::from_secs(2));
+    // Every value is deleted: a new one fits again (it does once the slow client is gone).
+    send_long_set(client.reader.get_mut(), "after", LENGTH, 9);
+    let reply = client.read().unwrap();
+    drop(slow);
+    assert_eq!(
+        reply,
+        ok(),
+        "{} MiB deleted, yet a 64 MiB SET does not fit while one GET is unread",
+        stored.len() * 64
+    );
+}
