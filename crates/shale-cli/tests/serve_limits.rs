@@ -820,3 +820,144 @@ fn config_set_proto_max_bulk_len_applies_to_the_running_server() {
         Value::Int(too_long.len() as i64)
     );
 }
+
+/// Peak resident memory (VmHWM) of the server.
+fn peak_resident_bytes(server: &Server) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .unwrap();
+    let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib << 10
+}
+
+#[test]
+fn commands_that_build_a_string_in_memory_stay_within_max_in_memory_string_bytes() {
+    // max_in_memory_string_bytes is "the longest string a command that works on a whole string
+    // in memory (APPEND, SETRANGE, SETBIT, ...) reads or builds". A string built past it is
+    // refused, not held whole (its default is 64 MiB; proto-max-bulk-len's is 512 MiB).
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &[
+            "--max-in-memory-string-bytes",
+            "4194304",
+            "--cache-mb",
+            "16",
+        ],
+    );
+    let mut client = server.connect();
+    let baseline = peak_resident_bytes(&server);
+    let refused_in_memory = |reply: Value, what: &str| match reply {
+        Value::Error(message) => assert!(
+            message.contains("max_in_memory_string_bytes"),
+            "{what}: {message}"
+        ),
+        other => panic!("{what} built a string past max_in_memory_string_bytes: {other:?}"),
+    };
+    // 96 MiB strings, each from a one-byte argument.
+    refused_in_memory(
+        client.call(&["SETRANGE", "range", &(96 * MIB).to_string(), "x"]),
+        "SETRANGE",
+    );
+    refused_in_memory(
+        client.call(&["SETBIT", "bit", &(8 * 96 * MIB).to_string(), "1"]),
+        "SETBIT",
+    );
+    // 3 MiB (within the bound) appended to twice.
+    let part = vec![b'a'; 3 * MIB];
+    client.send(&[b"SET", b"appended", &part]);
+    assert_eq!(client.read(), Some(ok()));
+    client.send(&[b"APPEND", b"appended", &part]);
+    refused_in_memory(client.read().unwrap(), "APPEND");
+    assert_eq!(
+        client.call(&["STRLEN", "appended"]),
+        Value::Int(3 * MIB as i64)
+    );
+    assert_eq!(client.call(&["EXISTS", "range", "bit"]), Value::Int(0));
+    let grown = peak_resident_bytes(&server).saturating_sub(baseline);
+    assert!(
+        grown < 64 * MIB,
+        "peak resident memory grew {} MiB with a 4 MiB bound on in-memory strings",
+        grown / MIB
+    );
+}
+
+#[test]
+fn a_long_value_refused_while_queued_in_multi_aborts_the_transaction() {
+    // Redis flags a transaction whose command was refused while queuing (OOM included): EXEC
+    // then answers EXECABORT and runs nothing. A streamed value the engine cannot store is
+    // refused before it reaches the queue, so the transaction must be flagged the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--space-mb", "384", "--cache-mb", "16"],
+    );
+    let mut client = server.connect();
+    let queued = Value::Status("QUEUED".into());
+    assert_eq!(client.call(&["MULTI"]), ok());
+    assert_eq!(client.call(&["SET", "small", "1"]), queued);
+    const LENGTH: usize = 64 * MIB;
+    let mut values = 0;
+    let refusal = loop {
+        let key = format!("fill{values}");
+        send_long_set(client.reader.get_mut(), &key, LENGTH, values as u8);
+        match client.read().unwrap() {
+            reply if reply == queued => values += 1,
+            Value::Error(message) => break message,
+            other => panic!("SET of 64 MiB in MULTI answered {other:?}"),
+        }
+        assert!(values < 10, "384 MiB of space held 640 MiB");
+    };
+    assert!(refusal.starts_with("ERR out of space"), "{refusal}");
+    assert_eq!(
+        client.call(&["EXEC"]),
+        Value::Error("EXECABORT Transaction discarded because of previous errors.".into())
+    );
+    assert_eq!(client.call(&["EXISTS", "small", "fill0"]), Value::Int(0));
+}
+
+#[test]
+fn an_unread_long_reply_does_not_keep_deleted_values_on_disk() {
+    // A long string's reply is read from an engine snapshot as the socket takes it, and is not
+    // charged anywhere ("such a reply is not held"). But the snapshot covers the whole KVDB: while
+    // one client leaves a GET unread, nothing deleted or overwritten since is freed, for anyone.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--space-mb", "384", "--cache-mb", "16"],
+    );
+    let mut client = server.connect();
+    const LENGTH: usize = 64 * MIB;
+    let mut stored = Vec::new();
+    loop {
+        let key = format!("fill{}", stored.len());
+        send_long_set(client.reader.get_mut(), &key, LENGTH, stored.len() as u8);
+        match client.read().unwrap() {
+            Value::Status(status) if status == "OK" => stored.push(key),
+            Value::Error(message) if message.starts_with("ERR out of space") => break,
+            other => panic!("SET of 64 MiB answered {other:?}"),
+        }
+        assert!(stored.len() < 10, "384 MiB of space held 640 MiB");
+    }
+    // Another client asks for one value and reads nothing of it.
+    let mut slow = TcpStream::connect(&server.address).unwrap();
+    slow.write_all(b"*2\r\n$3\r\nGET\r\n$5\r\nfill0\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut del: Vec<&str> = vec!["DEL"];
+    del.extend(stored.iter().map(String::as_str));
+    assert_eq!(client.call(&del), Value::Int(stored.len() as i64));
+    std::thread::sleep(Duration::from_secs(2));
+    // Every value is deleted: a new one fits again (it does once the slow client is gone).
+    send_long_set(client.reader.get_mut(), "after", LENGTH, 9);
+    let reply = client.read().unwrap();
+    drop(slow);
+    assert_eq!(
+        reply,
+        ok(),
+        "{} MiB deleted, yet a 64 MiB SET does not fit while one GET is unread",
+        stored.len() * 64
+    );
+}

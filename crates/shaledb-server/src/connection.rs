@@ -189,6 +189,9 @@ impl Client {
                             ?reply,
                             "a streamed value could not be stored"
                         );
+                        if let Some(session) = self.session.as_mut() {
+                            session.refused_request();
+                        }
                         let mut output = Output::new();
                         reply.encode(self.protocol(), &mut output);
                         let stall = self.shared.config.output_stall_timeout;

@@ -29,8 +29,12 @@ pub(super) fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         b"1" => true,
         _ => return Err(Reply::error("ERR bit is not an integer or out of range")),
     };
+    let old = ctx.view().get_string(&args[1])?.unwrap_or_default();
+    if old.len() <= offset / 8 {
+        super::strings::check_built_length(ctx, (offset / 8 + 1) as u64)?;
+    }
     let mut view = ctx.view();
-    let mut data = view.get_string(&args[1])?.unwrap_or_default().to_vec();
+    let mut data = old.to_vec();
     if data.len() <= offset / 8 {
         data.resize(offset / 8 + 1, 0);
     }

@@ -468,6 +468,13 @@ impl Session {
     pub fn queued_bytes(&self) -> usize {
         self.multi_bytes
     }
+
+    /// A request was refused before it could run or queue (a streamed value the engine could
+    /// not store): inside MULTI, EXEC then answers EXECABORT, as Redis does for a command it
+    /// refuses while queuing.
+    pub fn refused_request(&mut self) {
+        self.multi_failed |= self.multi.is_some();
+    }
 }
 
 /// A client waiting in a blocking command (BLPOP and friends).

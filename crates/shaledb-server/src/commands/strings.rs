@@ -16,6 +16,22 @@ fn too_long(ctx: &Ctx) -> Reply {
     ))
 }
 
+/// Whether a string of `length` bytes that a command builds whole in memory (APPEND, SETRANGE,
+/// SETBIT) may be built: at most proto-max-bulk-len, and at most max_in_memory_string_bytes.
+pub(super) fn check_built_length(ctx: &Ctx, length: u64) -> Result<(), Reply> {
+    if length > ctx.shared.max_bulk_bytes() as u64 {
+        return Err(too_long(ctx));
+    }
+    let in_memory = ctx.shared.config.max_in_memory_string_bytes;
+    if length > in_memory as u64 {
+        return Err(Reply::error(format!(
+            "ERR the string would be {length} bytes, more than max_in_memory_string_bytes \
+             ({in_memory}) that this command builds whole"
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn get(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     Ok(string_reply(ctx.view().get_string_value(&args[1])?))
 }
@@ -285,17 +301,12 @@ pub(super) fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 }
 
 pub(super) fn append(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let limit = ctx.shared.max_bulk_bytes();
-    let too_long = too_long(ctx);
-    let mut view = ctx.view();
-    let mut data = view
-        .get_string(&args[1])?
-        .map_or_else(Vec::new, |value| value.to_vec());
-    if data.len() + args[2].len() > limit {
-        return Err(too_long);
-    }
+    let old = ctx.view().get_string(&args[1])?;
+    let length = old.as_ref().map_or(0, Bytes::len) + args[2].len();
+    check_built_length(ctx, length as u64)?;
+    let mut data = old.map_or_else(Vec::new, |value| value.to_vec());
     data.extend_from_slice(&args[2]);
-    view.set_string(&args[1], &data, SetExpiry::Keep)?;
+    ctx.view().set_string(&args[1], &data, SetExpiry::Keep)?;
     Ok(Reply::Integer(data.len() as i64))
 }
 
@@ -310,16 +321,12 @@ pub(super) fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     }
     let offset = offset as usize;
     let patch = &args[3];
-    let limit = ctx.shared.max_bulk_bytes();
-    let too_long = too_long(ctx);
-    let mut view = ctx.view();
-    let old = view.get_string(&args[1])?;
+    let old = ctx.view().get_string(&args[1])?;
     if patch.is_empty() {
         return Ok(Reply::Integer(old.map_or(0, |old| old.len()) as i64));
     }
-    if offset.saturating_add(patch.len()) > limit {
-        return Err(too_long);
-    }
+    check_built_length(ctx, (offset as u64).saturating_add(patch.len() as u64))?;
+    let mut view = ctx.view();
     let mut data = old.map_or_else(Vec::new, |old| old.to_vec());
     if data.len() < offset + patch.len() {
         data.resize(offset + patch.len(), 0);

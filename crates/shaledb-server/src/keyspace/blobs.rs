@@ -540,6 +540,43 @@ mod tests {
     }
 
     #[test]
+    fn a_read_racing_an_overwrite_of_a_long_string_by_a_short_one_finds_the_key() {
+        // Redis answers a GET racing a SET with the old value or the new one, never nil: the
+        // key exists throughout.
+        use std::sync::atomic::AtomicBool;
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let long = pattern(CHUNK_BYTES + 1, 13);
+        set(&keyspace, b"k", &long);
+        let done = AtomicBool::new(false);
+        let (reads, misses) = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for _ in 0..300 {
+                    set(&keyspace, b"k", b"short");
+                    set(&keyspace, b"k", &long);
+                }
+                done.store(true, Ordering::SeqCst);
+            });
+            let (mut reads, mut misses) = (0u64, 0u64);
+            while !done.load(Ordering::SeqCst) {
+                let mut tx = Tx::new(std::slice::from_ref(&keyspace));
+                let value = tx.on(0).get_string_value(b"k").unwrap();
+                reads += 1;
+                match value {
+                    None => misses += 1,
+                    Some(StringValue::Inline(data)) => assert_eq!(data, &b"short"[..]),
+                    Some(StringValue::Blob(reader)) => assert_eq!(reader.len(), long.len() as u64),
+                }
+            }
+            (reads, misses)
+        });
+        assert_eq!(
+            misses, 0,
+            "{misses} of {reads} reads of a key that always existed found it missing"
+        );
+    }
+
+    #[test]
     fn layout_2_long_strings_move_into_blobs() {
         let dir = tempfile::tempdir().unwrap();
         let long = pattern(CHUNK_BYTES * 2 + 100, 12);

@@ -1,7 +1,7 @@
 //! Strings: one record per string (`base s`), or a header (`base c`) naming the blob that holds
 //! a string longer than a chunk; its expiry kept apart like every type's.
 
-use super::blobs::{stage_bytes, BlobReader, StagedBlob, CHUNK_BYTES};
+use super::blobs::{decode_header, stage_bytes, BlobReader, StagedBlob, CHUNK_BYTES};
 use super::tx::View;
 use super::{now_ms, record_key, tag, Failure, KeyType, Result};
 use bytes::Bytes;
@@ -97,8 +97,10 @@ impl View<'_, '_> {
             // A miss: only now pay the seek that tells a missing or long string from another type.
             None => match self.check_type(key, KeyType::String)? {
                 false => return Ok(None),
-                true => match self.blob_reader(key)? {
-                    Some(reader) => StringValue::Blob(reader),
+                // Read again at one snapshot: a writer may have replaced the long string by a
+                // short one since the record above was read, and the key never went missing.
+                true => match self.string_at_snapshot(key)? {
+                    Some(value) => value,
                     // Removed since the type was read: as if read after.
                     None => return Ok(None),
                 },
@@ -108,6 +110,30 @@ impl View<'_, '_> {
             return Ok(None);
         }
         Ok(Some(value))
+    }
+
+    /// The string `key` holds at one engine snapshot (this transaction's own writes first): its
+    /// record, or a reader of its blob whose header and chunks are read at that snapshot.
+    fn string_at_snapshot(&self, key: &[u8]) -> Result<Option<StringValue>> {
+        let space = self.space();
+        let snapshot = space.db.snapshot()?;
+        let read = |record: &[u8]| -> Result<Option<Bytes>> {
+            match self.pending(record) {
+                Some(value) => Ok(value),
+                None => Ok(snapshot.get(&space.kvs, record)?),
+            }
+        };
+        if let Some(data) = read(&record_key(key, tag::STRING, &[])?)? {
+            return Ok(Some(StringValue::Inline(data)));
+        }
+        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
+        let Some(value) = read(&header)? else {
+            return Ok(None);
+        };
+        let (length, id) = decode_header(&value, &header)?;
+        Ok(Some(StringValue::Blob(BlobReader::new(
+            snapshot, &space, id, length,
+        ))))
     }
 
     /// The length of the string at `key` (0 when missing), without reading a long one.

@@ -838,6 +838,94 @@ mod tests {
     use super::super::SetExpiry;
     use super::*;
 
+    /// What the clone-based savepoints this undo log replaced copied.
+    type State = (
+        BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
+        Vec<(usize, Vec<u8>)>,
+        BTreeSet<usize>,
+        BTreeMap<(usize, usize), i64>,
+        Vec<(usize, Bytes)>,
+        usize,
+    );
+
+    fn state(tx: &Tx) -> State {
+        (
+            tx.writes.clone(),
+            tx.cleared.clone(),
+            tx.flushed.clone(),
+            tx.count_deltas.clone(),
+            tx.touched.clone(),
+            tx.staged.len(),
+        )
+    }
+
+    #[test]
+    fn rollbacks_restore_what_a_copy_taken_at_the_savepoint_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let long = vec![7u8; blobs::CHUNK_BYTES + 3];
+        // Committed data for the random writes to meet: strings short and long, a hash.
+        let mut tx = Tx::new(spaces);
+        for key in 0..6u8 {
+            let data: &[u8] = if key % 2 == 0 { &long } else { b"short" };
+            tx.on(0).set_string(&[key], data, SetExpiry::Clear).unwrap();
+        }
+        tx.commit().unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for _round in 0..40 {
+            let mut tx = Tx::new(spaces);
+            // Nested savepoints, as a stack; each op sometimes takes or rolls back one.
+            let mut stack: Vec<(Savepoint, State)> = Vec::new();
+            for _ in 0..60 {
+                match next(10) {
+                    0 => {
+                        let taken = state(&tx);
+                        stack.push((tx.savepoint(), taken));
+                    }
+                    1 if !stack.is_empty() => {
+                        let (savepoint, expected) = stack.pop().unwrap();
+                        tx.rollback(savepoint);
+                        assert!(state(&tx) == expected, "a rollback left another state");
+                    }
+                    _ => {
+                        let key = [next(8) as u8];
+                        let mut view = tx.on(0);
+                        match next(6) {
+                            0 => view.set_string(&key, &b"v"[..], SetExpiry::Clear).unwrap(),
+                            1 => view.set_string(&key, &long, SetExpiry::Clear).unwrap(),
+                            2 => {
+                                view.remove_key(&key).unwrap();
+                            }
+                            3 if next(4) == 0 => view.flush().unwrap(),
+                            4 => {
+                                let _ = view.put_members(
+                                    &key,
+                                    KeyType::Hash,
+                                    &[(Bytes::from("f"), Bytes::from("x"))],
+                                    false,
+                                );
+                            }
+                            _ => view
+                                .set_string(&key, &b"w"[..], SetExpiry::At(u64::MAX / 2))
+                                .unwrap(),
+                        }
+                    }
+                }
+            }
+            while let Some((savepoint, expected)) = stack.pop() {
+                tx.rollback(savepoint);
+                assert!(state(&tx) == expected, "a rollback left another state");
+            }
+        }
+    }
+
     #[test]
     fn a_rollback_undoes_exactly_what_came_after_its_savepoint() {
         let dir = tempfile::tempdir().unwrap();
