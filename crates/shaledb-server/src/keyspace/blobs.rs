@@ -8,13 +8,18 @@
 //! dropped unlinked (the command failed, the client left mid-value, EXEC rolled the command
 //! back), and a restart deletes blobs that a crash left unlinked ([`sweep`]).
 //!
-//! Chunks are immutable: a string that changes gets a new blob, and the old one is deleted in
-//! the batch that unlinks it. A reader takes an engine snapshot and reads a blob's chunks from
-//! it, so a concurrent overwrite never shows it half a value ([`BlobReader`]).
+//! Chunks are immutable: a string that changes gets a new blob, and the batch that replaces or
+//! deletes the string deletes the old blob's link record; its chunks are deleted right after
+//! that batch commits, or, while a reader holds the blob ([`BlobReader`] pins it), when the last
+//! reader is done. A reader thus never sees half a value, and holds only its own blob's chunks
+//! (an engine snapshot would keep everything deleted since, for every client, for as long as a
+//! slow client leaves a long reply unread). Chunks whose link record is gone and whose deletion
+//! a crash interrupted are swept at the next start like any unlinked blob.
 
 use super::{damaged, Failure, Result, Space, BLOBS};
 use bytes::{Bytes, BytesMut};
-use shaledb::{Kvs, Snapshot};
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -95,6 +100,60 @@ impl BlobIds {
     }
 }
 
+/// The blobs of one space that readers hold.
+#[derive(Default)]
+pub struct BlobPins(Mutex<HashMap<u64, Pin>>);
+
+#[derive(Default)]
+struct Pin {
+    readers: usize,
+    /// No string links it any more: its chunks go with its last reader.
+    released: bool,
+}
+
+impl Space {
+    fn pin_blob(&self, id: u64) {
+        self.blob_pins.0.lock().entry(id).or_default().readers += 1;
+    }
+
+    fn unpin_blob(&self, id: u64) {
+        let delete = {
+            let mut pins = self.blob_pins.0.lock();
+            let pin = pins.get_mut(&id).expect("pinned by its reader");
+            pin.readers -= 1;
+            let last = pin.readers == 0;
+            let delete = last && pin.released;
+            if last {
+                pins.remove(&id);
+            }
+            delete
+        };
+        if delete {
+            self.delete_chunks(id);
+        }
+    }
+
+    /// Blob `id` is wanted no more (its link record is deleted and committed, or it was never
+    /// linked): its chunks are deleted now, or by its last reader.
+    pub(super) fn release_blob(&self, id: u64) {
+        {
+            let mut pins = self.blob_pins.0.lock();
+            if let Some(pin) = pins.get_mut(&id) {
+                pin.released = true;
+                return;
+            }
+        }
+        self.delete_chunks(id);
+    }
+
+    fn delete_chunks(&self, id: u64) {
+        if let Err(error) = self.kvs.prefix_delete(blob_prefix(id)) {
+            // Left for the next start's sweep: nothing links it.
+            tracing::warn!(blob = id, %error, "could not delete the chunks of an unlinked blob");
+        }
+    }
+}
+
 /// A blob written but not yet linked: deleted when dropped, unless a committed batch linked it.
 pub struct StagedBlob {
     space: Arc<Space>,
@@ -124,11 +183,7 @@ impl StagedBlob {
     /// A copy of this blob in `space` (a string linked in another database than the one its
     /// value was sent to).
     pub(super) fn copy_to(&self, space: &Arc<Space>) -> Result<StagedBlob> {
-        let snapshot = self.space.db.snapshot()?;
-        copy_blob(
-            BlobReader::new(snapshot, &self.space, self.id, self.length),
-            space,
-        )
+        copy_blob(BlobReader::new(&self.space, self.id, self.length), space)
     }
 
     /// A committed batch linked it: it is data now.
@@ -237,22 +292,23 @@ pub(super) fn stage_bytes(space: &Arc<Space>, data: &[u8]) -> Result<StagedBlob>
     Ok(upload.finish())
 }
 
-/// Reads a blob chunk by chunk from a snapshot, checking each chunk is where and as long as the
-/// blob's length says.
+/// Reads a blob chunk by chunk, checking each chunk is where and as long as the blob's length
+/// says. It pins the blob: its chunks stay until the reader is dropped, even if the string is
+/// replaced or deleted meanwhile.
 pub struct BlobReader {
-    snapshot: Snapshot,
-    kvs: Kvs,
+    space: Arc<Space>,
     id: u64,
     length: u64,
     next_index: u64,
 }
 
 impl BlobReader {
-    /// A reader of blob `id` of `length` bytes in `space`, at `snapshot`.
-    pub(super) fn new(snapshot: Snapshot, space: &Space, id: u64, length: u64) -> BlobReader {
+    /// A reader of blob `id` of `length` bytes in `space`. The caller checks, after this, that
+    /// the blob is still linked (or its own): a blob released before the pin may be gone.
+    pub(super) fn new(space: &Arc<Space>, id: u64, length: u64) -> BlobReader {
+        space.pin_blob(id);
         BlobReader {
-            snapshot,
-            kvs: space.kvs.clone(),
+            space: space.clone(),
             id,
             length,
             next_index: 0,
@@ -275,8 +331,9 @@ impl BlobReader {
         let index = self.next_index;
         let key = chunk_key(self.id, index as u32);
         let chunk = self
-            .snapshot
-            .get(&self.kvs, &key)?
+            .space
+            .kvs
+            .get(&key)?
             .ok_or_else(|| damaged("a long string's chunk is missing", &key))?;
         if chunk.len() != chunk_length(self.length, index) {
             return Err(damaged(
@@ -299,6 +356,12 @@ impl BlobReader {
             data.extend_from_slice(&chunk);
         }
         Ok(data.freeze())
+    }
+}
+
+impl Drop for BlobReader {
+    fn drop(&mut self) {
+        self.space.unpin_blob(self.id);
     }
 }
 
@@ -488,6 +551,37 @@ mod tests {
             Err(Failure::Damaged(what)) => assert!(what.contains("header of 9 bytes"), "{what}"),
             other => panic!("a bad header read as {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_reader_keeps_its_blob_until_done_and_only_its_blob() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let first = pattern(2 * CHUNK_BYTES + 1, 13);
+        set(&keyspace, b"k", &first);
+        set(&keyspace, b"other", &pattern(CHUNK_BYTES + 1, 14));
+        let mut tx = Tx::new(std::slice::from_ref(&keyspace));
+        let Some(StringValue::Blob(mut reader)) = tx.on(0).get_string_value(b"k").unwrap() else {
+            panic!("a long string is a blob");
+        };
+        let head = reader.next_chunk().unwrap().unwrap();
+        // Overwritten and another long string deleted while the reader is half way.
+        set(&keyspace, b"k", &pattern(CHUNK_BYTES + 1, 15));
+        let mut tx = Tx::new(std::slice::from_ref(&keyspace));
+        tx.on(0).remove_key(b"other").unwrap();
+        tx.commit().unwrap();
+        assert_eq!(
+            blob_records(&keyspace),
+            (1, 2 + 3),
+            "the new value's blob, and the chunks of the one being read, no others"
+        );
+        let mut read = head.to_vec();
+        while let Some(chunk) = reader.next_chunk().unwrap() {
+            read.extend_from_slice(&chunk);
+        }
+        assert!(read == first, "the reader read the value it started with");
+        drop(reader);
+        assert_eq!(blob_records(&keyspace), (1, 2), "its chunks went with it");
     }
 
     #[test]

@@ -247,6 +247,7 @@ pub struct Space {
     /// Live keys per stripe, as stored in the `2` records (changed under the stripe's lock).
     counts: Vec<AtomicI64>,
     blob_ids: Arc<BlobIds>,
+    blob_pins: blobs::BlobPins,
 }
 
 /// One Redis database: the [`Space`] that serves it now (SWAPDB exchanges two).
@@ -266,6 +267,7 @@ impl Keyspace {
             kvs,
             counts: (0..STRIPES).map(|_| AtomicI64::new(0)).collect(),
             blob_ids,
+            blob_pins: blobs::BlobPins::default(),
         });
         // Blobs are swept only in a KVS known to hold Redis data: class `4` means nothing elsewhere.
         match space.kvs.get(LAYOUT_KEY)? {

@@ -6,6 +6,9 @@ use super::tx::View;
 use super::{now_ms, record_key, tag, Failure, KeyType, Result};
 use bytes::Bytes;
 
+/// Reads of a long string that start over because a writer replaced it meanwhile, at most.
+const READ_ATTEMPTS: usize = 100;
+
 /// SET's NX and XX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetCondition {
@@ -113,27 +116,36 @@ impl View<'_, '_> {
     }
 
     /// The string `key` holds at one engine snapshot (this transaction's own writes first): its
-    /// record, or a reader of its blob whose header and chunks are read at that snapshot.
-    fn string_at_snapshot(&self, key: &[u8]) -> Result<Option<StringValue>> {
+    /// record, or a reader of its blob. The blob is pinned, then its header read again: if it
+    /// still names the blob, no writer has released it (a writer releases after its commit, and
+    /// would find the pin), so its chunks stay until the reader is done; if not, the read starts
+    /// over at a new snapshot.
+    pub(super) fn string_at_snapshot(&self, key: &[u8]) -> Result<Option<StringValue>> {
         let space = self.space();
-        let snapshot = space.db.snapshot()?;
-        let read = |record: &[u8]| -> Result<Option<Bytes>> {
-            match self.pending(record) {
-                Some(value) => Ok(value),
-                None => Ok(snapshot.get(&space.kvs, record)?),
-            }
-        };
-        if let Some(data) = read(&record_key(key, tag::STRING, &[])?)? {
-            return Ok(Some(StringValue::Inline(data)));
-        }
         let header = record_key(key, tag::CHUNKED_STRING, &[])?;
-        let Some(value) = read(&header)? else {
-            return Ok(None);
-        };
-        let (length, id) = decode_header(&value, &header)?;
-        Ok(Some(StringValue::Blob(BlobReader::new(
-            snapshot, &space, id, length,
-        ))))
+        for _ in 0..READ_ATTEMPTS {
+            let snapshot = space.db.snapshot()?;
+            let read = |record: &[u8]| -> Result<Option<Bytes>> {
+                match self.pending(record) {
+                    Some(value) => Ok(value),
+                    None => Ok(snapshot.get(&space.kvs, record)?),
+                }
+            };
+            if let Some(data) = read(&record_key(key, tag::STRING, &[])?)? {
+                return Ok(Some(StringValue::Inline(data)));
+            }
+            let Some(value) = read(&header)? else {
+                return Ok(None);
+            };
+            let (length, id) = decode_header(&value, &header)?;
+            let reader = BlobReader::new(&space, id, length);
+            if self.record(&header)?.as_deref() == Some(&value[..]) {
+                return Ok(Some(StringValue::Blob(reader)));
+            }
+        }
+        Err(Failure::Invalid(format!(
+            "ERR the string was replaced {READ_ATTEMPTS} times while it was read; try again"
+        )))
     }
 
     /// The length of the string at `key` (0 when missing), without reading a long one.

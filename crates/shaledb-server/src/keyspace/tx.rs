@@ -9,6 +9,7 @@
 use super::blobs::{self, BlobReader, StagedBlob};
 use super::cleared::ClearedPrefixes;
 use super::records::{Base, Records};
+use super::strings::StringValue;
 use super::Space;
 use super::{
     base, count_key, damaged, key_end, record_key, record_u64, tag, KeyType, Keyspace, Result,
@@ -37,6 +38,9 @@ pub struct Tx<'s> {
     touched: Vec<(usize, Bytes)>,
     /// Blobs this transaction links: kept once it commits, deleted if it does not.
     staged: Vec<StagedBlob>,
+    /// Blobs whose link records this transaction deletes: their chunks are released once it
+    /// commits (`Space::release_blob`).
+    unlinked: Vec<(Arc<Space>, u64)>,
     /// The longest string a command may read whole into memory.
     string_bytes_max: usize,
     /// Once a savepoint is taken: what each change replaced, oldest first, so a rollback undoes
@@ -61,6 +65,7 @@ impl<'s> Tx<'s> {
             count_deltas: BTreeMap::new(),
             touched: Vec::new(),
             staged: Vec::new(),
+            unlinked: Vec::new(),
             string_bytes_max: usize::MAX,
             undo: None,
         }
@@ -119,6 +124,9 @@ impl<'s> Tx<'s> {
         for blob in self.staged {
             blob.keep();
         }
+        for (space, id) in self.unlinked {
+            space.release_blob(id);
+        }
         for db in &self.flushed {
             for count in &spaces[*db].counts {
                 count.store(0, Ordering::Relaxed);
@@ -139,6 +147,7 @@ pub struct Savepoint {
     flushed: BTreeSet<usize>,
     touched: usize,
     staged: usize,
+    unlinked: usize,
 }
 
 impl Tx<'_> {
@@ -149,6 +158,7 @@ impl Tx<'_> {
             flushed: self.flushed.clone(),
             touched: self.touched.len(),
             staged: self.staged.len(),
+            unlinked: self.unlinked.len(),
         }
     }
 
@@ -177,6 +187,7 @@ impl Tx<'_> {
         self.touched.truncate(savepoint.touched);
         // Blobs linked after the savepoint are deleted as they drop.
         self.staged.truncate(savepoint.staged);
+        self.unlinked.truncate(savepoint.unlinked);
     }
 
     /// Puts (`Some`) or deletes (`None`) a record, noting what it replaced for a rollback.
@@ -559,7 +570,7 @@ impl<'t, 's> View<'t, 's> {
     pub fn flush(&mut self) -> Result<()> {
         // Only linked blobs: others may be values on their way in for other clients.
         for id in self.linked_blobs()? {
-            self.clear(blobs::blob_prefix(id));
+            self.unlink(id);
         }
         self.clear(vec![DATA]);
         self.clear(vec![EXPIRY_QUEUE]);
@@ -620,27 +631,17 @@ impl<'t, 's> View<'t, 's> {
         let header = record_key(key, tag::CHUNKED_STRING, &[])?;
         if let Some(value) = self.record(&header)? {
             let (_, id) = blobs::decode_header(&value, &header)?;
-            self.clear(blobs::blob_prefix(id));
+            self.unlink(id);
             self.delete_record(&header);
         }
         Ok(())
     }
 
-    /// A reader of the string `key`'s blob, header and chunks read at one snapshot (a writer
-    /// replacing the string meanwhile is not seen half done); `None` when it has no blob.
-    pub(super) fn blob_reader(&self, key: &[u8]) -> Result<Option<BlobReader>> {
-        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
+    /// Deletes blob `id`'s link record; its chunks are released when this transaction commits.
+    fn unlink(&mut self, id: u64) {
+        self.delete_record(&blobs::blob_prefix(id));
         let space = self.space();
-        let snapshot = space.db.snapshot()?;
-        let value = match self.pending(&header) {
-            Some(value) => value,
-            None => snapshot.get(&space.kvs, &header)?,
-        };
-        let Some(value) = value else {
-            return Ok(None);
-        };
-        let (length, id) = blobs::decode_header(&value, &header)?;
-        Ok(Some(BlobReader::new(snapshot, &space, id, length)))
+        self.tx.unlinked.push((space, id));
     }
 
     /// The longest string a command may read whole.
@@ -796,7 +797,10 @@ impl View<'_, '_> {
         }
         Ok(Some(KeyRecords {
             records,
-            blob: self.blob_reader(key)?,
+            blob: match self.string_at_snapshot(key)? {
+                Some(StringValue::Blob(reader)) => Some(reader),
+                _ => None,
+            },
             expires_at: self.expires_at(key)?,
         }))
     }
@@ -846,16 +850,18 @@ mod tests {
         BTreeMap<(usize, usize), i64>,
         Vec<(usize, Bytes)>,
         usize,
+        usize,
     );
 
     fn state(tx: &Tx) -> State {
         (
             tx.writes.clone(),
-            tx.cleared.clone(),
+            tx.cleared.iter().cloned().collect(),
             tx.flushed.clone(),
             tx.count_deltas.clone(),
             tx.touched.clone(),
             tx.staged.len(),
+            tx.unlinked.len(),
         )
     }
 
