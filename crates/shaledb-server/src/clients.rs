@@ -40,6 +40,11 @@ impl ClientSlots {
         self.limit.load(Ordering::SeqCst)
     }
 
+    /// Clients admitted now.
+    pub fn admitted(&self) -> usize {
+        self.admitted.load(Ordering::SeqCst)
+    }
+
     /// Takes effect at the next accept; connected clients are never closed by it.
     pub fn set_limit(&self, limit: usize) {
         self.limit.store(limit, Ordering::SeqCst);

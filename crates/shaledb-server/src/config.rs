@@ -70,6 +70,13 @@ pub struct ServeArgs {
     /// Log level filter (error, warn, info, debug, trace) [default: info].
     #[arg(long, env = "SHALE_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// Also serve memcached's text and meta protocol on this address (off unless given; with a
+    /// password set it must be a loopback address: memcached's protocol has no AUTH).
+    #[arg(long, env = "SHALE_MEMCACHED")]
+    pub memcached: Option<String>,
+    /// Most simultaneous memcached clients [default: 1024].
+    #[arg(long, env = "SHALE_MEMCACHED_MAXCLIENTS")]
+    pub memcached_maxclients: Option<usize>,
 }
 
 /// What the config file may hold.
@@ -94,6 +101,10 @@ struct FileConfig {
     idle_timeout: Option<u64>,
     databases: Option<usize>,
     log_level: Option<String>,
+    memcached: Option<String>,
+    memcached_maxclients: Option<usize>,
+    /// The KVS memcached's items live in [default: "memcached"].
+    memcached_kvs: Option<String>,
     executor: Option<Executor>,
     pool_threads: Option<usize>,
     /// Database number -> KVS name, for the databases that should not use `redis-N`.
@@ -138,6 +149,9 @@ pub struct Config {
     /// KVS name of each database, indexed by number.
     pub kvs_names: Vec<String>,
     pub log_level: String,
+    pub memcached: Option<String>,
+    pub memcached_maxclients: usize,
+    pub memcached_kvs: String,
     pub executor: Executor,
     pub pool_threads: usize,
 }
@@ -259,9 +273,24 @@ impl Config {
                 .clone()
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),
+            memcached: args.memcached.clone().or(file.memcached),
+            memcached_maxclients: args
+                .memcached_maxclients
+                .or(file.memcached_maxclients)
+                .unwrap_or(1024),
+            memcached_kvs: file.memcached_kvs.unwrap_or_else(|| "memcached".into()),
             executor: args.executor.or(file.executor).unwrap_or(default_executor),
             pool_threads: args.pool_threads.or(file.pool_threads).unwrap_or(64),
         };
+        if config.memcached_maxclients == 0 {
+            bail!("memcached_maxclients must be at least 1");
+        }
+        if config.kvs_names.contains(&config.memcached_kvs) {
+            bail!(
+                "memcached_kvs {:?} is also a Redis database's KVS",
+                config.memcached_kvs
+            );
+        }
         if config.pool_threads == 0 {
             bail!("pool_threads must be at least 1");
         }

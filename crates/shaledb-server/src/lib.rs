@@ -13,10 +13,12 @@ pub mod config;
 mod connection;
 pub mod glob;
 pub mod keyspace;
+mod memcached;
 mod metrics;
 pub mod resp;
 
 use anyhow::{Context, Result};
+use clients::ClientSlots;
 use commands::Shared;
 pub use config::{Config, KvdbArgs, ServeArgs};
 use shaledb::{Db, Options};
@@ -125,6 +127,22 @@ async fn run(config: Config) -> Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let (shutdown_sender, shutdown) = watch::channel(false);
+    let memcached_slots = match &config.memcached {
+        Some(address) => {
+            let slots = ClientSlots::new(config.memcached_maxclients);
+            start_memcached(
+                &config,
+                address,
+                &db,
+                &shared,
+                slots.clone(),
+                shutdown.clone(),
+            )
+            .await?;
+            Some(slots)
+        }
+        None => None,
+    };
     readiness.0.store(true, Ordering::Release);
     tracing::info!(
         address = %listener.local_addr()?,
@@ -167,15 +185,54 @@ async fn run(config: Config) -> Result<()> {
     drop(listener);
     tracing::info!(signal = signal_name, "draining");
     let _ = shutdown_sender.send(true);
-    if tokio::time::timeout(DRAIN_WAIT, shared.client_slots.all_left())
-        .await
-        .is_err()
-    {
+    let memcached_left = async {
+        if let Some(slots) = &memcached_slots {
+            slots.all_left().await;
+        }
+    };
+    let all_left = async { tokio::join!(shared.client_slots.all_left(), memcached_left) };
+    if tokio::time::timeout(DRAIN_WAIT, all_left).await.is_err() {
         tracing::warn!("clients still busy after the drain wait; syncing anyway");
     }
     // Everything acknowledged is durable after this; the KVDB closes when the last handle drops.
     tokio::task::spawn_blocking(move || db.sync().context("syncing the KVDB")).await??;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Opens memcached's KVS and serves its protocol on `address`.
+async fn start_memcached(
+    config: &Config,
+    address: &str,
+    db: &Arc<Db>,
+    shared: &Arc<Shared>,
+    slots: Arc<ClientSlots>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listening for memcached on {address}"))?;
+    let local = listener.local_addr()?;
+    if config.password.is_some() && !local.ip().is_loopback() {
+        anyhow::bail!(
+            "memcached's protocol has no AUTH: with a password set, --memcached must be a \
+             loopback address, not {local}"
+        );
+    }
+    let kvs = db
+        .kvs(&config.memcached_kvs)
+        .with_context(|| format!("opening memcached's KVS {:?}", config.memcached_kvs))?;
+    let memcached = Arc::new(memcached::Memcached {
+        items: memcached::Items::new(db.clone(), kvs),
+        slots,
+        buffer_budget: shared.buffer_budget.clone(),
+        max_output_bytes: config.max_output_bytes,
+        output_stall_timeout: config.output_stall_timeout,
+        started: std::time::Instant::now(),
+        stats: memcached::Stats::default(),
+    });
+    tracing::info!(address = %local, kvs = %config.memcached_kvs, "memcached listening");
+    tokio::spawn(memcached::serve(listener, memcached, shutdown));
     Ok(())
 }
 
