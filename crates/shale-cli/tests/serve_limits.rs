@@ -13,11 +13,13 @@ use std::time::{Duration, Instant};
 const MIB: usize = 1 << 20;
 
 fn resident_bytes(server: &Server) -> usize {
+    status_bytes(server, "VmRSS:")
+}
+
+/// A memory figure of the server's /proc status (`field` is e.g. `VmRSS:`), in bytes.
+fn status_bytes(server: &Server, field: &str) -> usize {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmRSS:"))
-        .unwrap();
+    let line = status.lines().find(|line| line.starts_with(field)).unwrap();
     let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     kib << 10
 }
@@ -823,13 +825,7 @@ fn config_set_proto_max_bulk_len_applies_to_the_running_server() {
 
 /// Peak resident memory (VmHWM) of the server.
 fn peak_resident_bytes(server: &Server) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmHWM:"))
-        .unwrap();
-    let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib << 10
+    status_bytes(server, "VmHWM:")
 }
 
 #[test]

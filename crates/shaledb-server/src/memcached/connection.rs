@@ -723,24 +723,14 @@ fn meta_set(
         return Ok(());
     }
     out.extend_from_slice(code.as_bytes());
-    for (flag, token) in &flags.0 {
-        match flag {
-            b'O' => {
-                out.extend_from_slice(b" O");
-                out.extend_from_slice(token);
-            }
-            b'k' => {
-                out.extend_from_slice(b" k");
-                out.extend_from_slice(key);
-            }
-            b'c' => {
-                if let Some(cas) = cas {
-                    let _ = write!(Text(out), " c{cas}");
-                }
-            }
-            _ => {}
-        }
-    }
+    // What a reply may return of the item it stored: its CAS (ms takes no f, s or t).
+    let stored = cas.map(|cas| Item {
+        flags: 0,
+        expires_at: 0,
+        cas,
+        data: Bytes::new(),
+    });
+    flags.returned(key, stored.as_ref(), out);
     out.extend_from_slice(b"\r\n");
     Ok(())
 }
