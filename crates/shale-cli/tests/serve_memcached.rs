@@ -98,6 +98,12 @@ const SCRIPT: &[(&[u8], &[u8])] = &[
     (b"verbosity 1\r\n", b"OK\r\n"),
     (b"verbosity 1 noreply\r\n", b""),
     (b"mn\r\n", b"MN\r\n"),
+    // memaslap's keys start with control bytes; memcached takes them.
+    (b"set \x10\x10ctl 0 0 1\r\nc\r\n", b"STORED\r\n"),
+    (
+        b"get \x10\x10ctl\r\n",
+        b"VALUE \x10\x10ctl 0 1\r\nc\r\nEND\r\n",
+    ),
     (b"ms m1 3 T0 F5\r\nxyz\r\n", b"HD\r\n"),
     (b"mg m1 v f s t\r\n", b"VA 3 f5 s3 t-1\r\nxyz\r\n"),
     (b"mg m1 k O123 v\r\n", b"VA 3 km1 O123\r\nxyz\r\n"),

@@ -290,10 +290,10 @@ fn parse<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
     std::str::from_utf8(token).ok()?.parse().ok()
 }
 
+/// A key memcached accepts: 1 to 250 bytes. Like memcached, any byte but the space and line
+/// ends that split a command is taken (memaslap's keys start with control bytes).
 fn valid_key(key: &[u8]) -> bool {
-    !key.is_empty()
-        && key.len() <= items::KEY_BYTES_MAX
-        && key.iter().all(|&byte| byte > b' ' && byte != 0x7f)
+    !key.is_empty() && key.len() <= items::KEY_BYTES_MAX
 }
 
 type Outcome = Result<(), ItemError>;

@@ -306,7 +306,7 @@ impl Items {
     /// engine takes no empty prefix).
     pub fn flush(&self) -> Result<()> {
         let mut batch = WriteBatch::new();
-        for first in (b'!'..=u8::MAX).filter(|&byte| byte != 0x7f) {
+        for first in 0..=u8::MAX {
             batch.prefix_delete(&self.kvs, [first]);
         }
         self.db.write(batch)?;
