@@ -211,7 +211,14 @@ fn memcached_limits_hold() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(
         &dir.path().join("db"),
-        &["--memcached", "127.0.0.1:0", "--memcached-maxclients", "1"],
+        &[
+            "--memcached",
+            "127.0.0.1:0",
+            "--memcached-maxclients",
+            "2",
+            "--max-output-bytes",
+            "1048576",
+        ],
     );
     let address = memcached_address(&server);
     let mut first = TcpStream::connect(&address).unwrap();
@@ -238,11 +245,33 @@ fn memcached_limits_hold() {
     command.extend_from_slice(b"\r\n");
     first.write_all(&command).unwrap();
     assert_eq!(read_reply(&mut first), b"STORED\r\n");
-    // memcached_maxclients: a second client is refused while the first is connected.
+    // memcached_maxclients (2): a third client is refused while two are connected.
     let mut second = TcpStream::connect(&address).unwrap();
+    second.write_all(b"version\r\n").unwrap();
+    assert!(read_reply(&mut second).starts_with(b"VERSION "));
+    let mut third = TcpStream::connect(&address).unwrap();
+    assert_eq!(
+        read_reply(&mut third),
+        b"SERVER_ERROR too many open connections\r\n"
+    );
+    // A get whose reply would pass max_output_bytes (1 MiB here) is refused, not built.
+    let mut command = b"get".to_vec();
+    for _ in 0..3 {
+        command.extend_from_slice(b" big");
+    }
+    command.extend_from_slice(b"\r\n");
+    first.write_all(&command).unwrap();
+    assert_eq!(
+        read_reply(&mut first),
+        b"SERVER_ERROR out of memory writing get response\r\n"
+    );
+    // A length no item can have: refused (what follows is read past, as memcached does).
+    second
+        .write_all(b"set huge 0 0 18446744073709551615\r\n")
+        .unwrap();
     assert_eq!(
         read_reply(&mut second),
-        b"SERVER_ERROR too many open connections\r\n"
+        b"SERVER_ERROR object too large for cache\r\n"
     );
     // A command line past 64 KiB: answered and closed.
     let mut line = b"get ".to_vec();

@@ -178,8 +178,9 @@ fn next_command(input: &BytesMut) -> Next {
         return without_data(tokens);
     };
     if length > items::DATA_BYTES_MAX {
+        // Its data is read past as it arrives (a huge length only keeps reading).
         return Next::Skip(
-            line_bytes + length + 2,
+            line_bytes.saturating_add(length).saturating_add(2),
             "SERVER_ERROR object too large for cache\r\n",
         );
     }
@@ -313,7 +314,14 @@ fn retrieve(
         reply(out, BAD_FORMAT);
         return Ok(());
     }
+    let start = out.len();
     for key in keys {
+        if out.len() - start > memcached.max_output_bytes {
+            // Built whole before it is written: stop at the bound, as memcached does at its own.
+            out.truncate(start);
+            reply(out, "SERVER_ERROR out of memory writing get response\r\n");
+            return Ok(());
+        }
         let stats = &memcached.stats;
         let item = match touch_to {
             Some(exptime) => {
