@@ -872,6 +872,11 @@ fn commands_that_build_a_string_in_memory_stay_within_max_in_memory_string_bytes
         Value::Int(3 * MIB as i64)
     );
     assert_eq!(client.call(&["EXISTS", "range", "bit"]), Value::Int(0));
+    // LCS of two 2 KiB strings needs a table of 16 MiB.
+    let two_kib = "l".repeat(2048);
+    assert_eq!(client.call(&["SET", "lcs1", &two_kib]), ok());
+    assert_eq!(client.call(&["SET", "lcs2", &two_kib]), ok());
+    refused_in_memory(client.call(&["LCS", "lcs1", "lcs2"]), "LCS");
     let grown = peak_resident_bytes(&server).saturating_sub(baseline);
     assert!(
         grown < 64 * MIB,

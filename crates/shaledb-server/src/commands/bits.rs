@@ -129,6 +129,15 @@ pub(super) fn lcs(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
         ));
     }
+    // Redis bounds the table by proto-max-bulk-len alone; here it is memory a command holds, so
+    // max_in_memory_string_bytes bounds it too.
+    let in_memory_max = ctx.shared.config.max_in_memory_string_bytes;
+    if table_bytes > in_memory_max as u64 {
+        return Err(Reply::error(format!(
+            "ERR LCS would hold a table of {table_bytes} bytes, more than \
+             max_in_memory_string_bytes ({in_memory_max})"
+        )));
+    }
     let width = blen + 1;
     let mut table = vec![0u32; (alen + 1) * width];
     for i in 1..=alen {
