@@ -470,7 +470,10 @@ fn arithmetic(memcached: &Memcached, args: &[Bytes], incr: bool, out: &mut Bytes
             "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
         ),
         _ if noreply => {}
-        Counted::Value(value, _) => reply(out, &format!("{value}\r\n")),
+        Counted::Value(item) => {
+            out.extend_from_slice(&item.data);
+            out.extend_from_slice(b"\r\n");
+        }
         Counted::NotFound | Counted::Exists => reply(out, "NOT_FOUND\r\n"),
     }
     Ok(())
@@ -618,6 +621,24 @@ impl<'a> MetaFlags<'a> {
     }
 }
 
+impl MetaFlags<'_> {
+    /// A reply without a value: `code`, the flags asked for, CRLF.
+    fn status(&self, out: &mut BytesMut, code: &str, key: &[u8], item: Option<&Item>) {
+        out.extend_from_slice(code.as_bytes());
+        self.returned(key, item, out);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// A reply with the item's value: `VA`, its length, the flags asked for, then the data.
+    fn value(&self, out: &mut BytesMut, key: &[u8], item: &Item) {
+        let _ = write!(Text(out), "VA {}", item.data.len());
+        self.returned(key, Some(item), out);
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&item.data);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 const INVALID_FLAG: &str = "CLIENT_ERROR invalid flag\r\n";
 
 fn meta_get(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
@@ -651,15 +672,9 @@ fn meta_get(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcom
     };
     Stats::add(&memcached.stats.get_hits);
     if flags.has(b'v') {
-        let _ = write!(Text(out), "VA {}", item.data.len());
-        flags.returned(key, Some(&item), out);
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&item.data);
-        out.extend_from_slice(b"\r\n");
+        flags.value(out, key, &item);
     } else {
-        out.extend_from_slice(b"HD");
-        flags.returned(key, Some(&item), out);
-        out.extend_from_slice(b"\r\n");
+        flags.status(out, "HD", key, Some(&item));
     }
     Ok(())
 }
@@ -730,7 +745,6 @@ fn meta_set(
     if code == "HD" && flags.has(b'q') {
         return Ok(());
     }
-    out.extend_from_slice(code.as_bytes());
     // What a reply may return of the item it stored: its CAS (ms takes no f, s or t).
     let stored = cas.map(|cas| Item {
         flags: 0,
@@ -738,8 +752,7 @@ fn meta_set(
         cas,
         data: Bytes::new(),
     });
-    flags.returned(key, stored.as_ref(), out);
-    out.extend_from_slice(b"\r\n");
+    flags.status(out, code, key, stored.as_ref());
     Ok(())
 }
 
@@ -764,9 +777,7 @@ fn meta_delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Out
     if code == "HD" && flags.has(b'q') {
         return Ok(());
     }
-    out.extend_from_slice(code.as_bytes());
-    flags.returned(key, None, out);
-    out.extend_from_slice(b"\r\n");
+    flags.status(out, code, key, None);
     Ok(())
 }
 
@@ -806,8 +817,8 @@ fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) ->
     let counted = memcached
         .items
         .count(key, incr, delta.unwrap_or(1), vivify, compare)?;
-    let (value, cas) = match counted {
-        Counted::Value(value, cas) => (value, cas),
+    let item = match counted {
+        Counted::Value(item) => item,
         Counted::NotANumber => {
             reply(
                 out,
@@ -816,37 +827,27 @@ fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) ->
             return Ok(());
         }
         Counted::NotFound => {
-            out.extend_from_slice(b"NF");
-            flags.returned(key, None, out);
-            out.extend_from_slice(b"\r\n");
+            flags.status(out, "NF", key, None);
             return Ok(());
         }
         Counted::Exists => {
-            out.extend_from_slice(b"EX");
-            flags.returned(key, None, out);
-            out.extend_from_slice(b"\r\n");
+            flags.status(out, "EX", key, None);
             return Ok(());
         }
     };
+    // T: the new TTL, written by a touch after the count (the item it returns is the same but
+    // for its expiry).
     let item = match new_ttl {
-        Some(exptime) => memcached.items.touch(key, expiry_of(exptime))?,
-        None => memcached.items.get(key)?,
-    }
-    .unwrap_or(Item {
-        flags: 0,
-        expires_at: 0,
-        cas,
-        data: Bytes::from(value.to_string()),
-    });
+        Some(exptime) => memcached
+            .items
+            .touch(key, expiry_of(exptime))?
+            .unwrap_or(item),
+        None => item,
+    };
     if flags.has(b'v') {
-        let text = value.to_string();
-        let _ = write!(Text(out), "VA {}", text.len());
-        flags.returned(key, Some(&item), out);
-        let _ = write!(Text(out), "\r\n{text}\r\n");
+        flags.value(out, key, &item);
     } else if !flags.has(b'q') {
-        out.extend_from_slice(b"HD");
-        flags.returned(key, Some(&item), out);
-        out.extend_from_slice(b"\r\n");
+        flags.status(out, "HD", key, Some(&item));
     }
     Ok(())
 }

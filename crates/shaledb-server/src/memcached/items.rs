@@ -133,7 +133,8 @@ pub enum StoreReply {
 /// What incr/decr did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Counted {
-    Value(u64, u64),
+    /// The item as written: its data is the new value in decimal.
+    Value(Item),
     NotFound,
     NotANumber,
     Exists,
@@ -256,15 +257,14 @@ impl Items {
             let Some((initial, expires_at)) = vivify else {
                 return Ok(Counted::NotFound);
             };
-            let cas = self.cas();
             let item = Item {
                 flags: 0,
                 expires_at,
-                cas,
+                cas: self.cas(),
                 data: Bytes::from(initial.to_string()),
             };
             self.kvs.put(key, item.encode())?;
-            return Ok(Counted::Value(initial, cas));
+            return Ok(Counted::Value(item));
         };
         if cas.is_some_and(|unique| unique != item.cas) {
             return Ok(Counted::Exists);
@@ -281,14 +281,13 @@ impl Items {
         } else {
             current.saturating_sub(delta)
         };
-        let cas = self.cas();
         let updated = Item {
-            cas,
+            cas: self.cas(),
             data: Bytes::from(value.to_string()),
             ..item
         };
         self.kvs.put(key, updated.encode())?;
-        Ok(Counted::Value(value, cas))
+        Ok(Counted::Value(updated))
     }
 
     /// Sets the item's expiry; returns the item as it is after, if there is one.
