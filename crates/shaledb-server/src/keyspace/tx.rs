@@ -338,12 +338,7 @@ impl<'t, 's> View<'t, 's> {
         pairs: &[(Bytes, Bytes)],
         only_new: bool,
     ) -> Result<usize> {
-        debug_assert_ne!(
-            kind,
-            KeyType::ZSet,
-            "a sorted set's members carry rank entries"
-        );
-        let member_tag = member_tag(kind)?;
+        let member_tag = plain_member_tag(kind)?;
         let existed = self.prepare(key, kind)?;
         let mut added = 0;
         for (field, value) in pairs {
@@ -373,12 +368,7 @@ impl<'t, 's> View<'t, 's> {
         kind: KeyType,
         members: &[Bytes],
     ) -> Result<usize> {
-        debug_assert_ne!(
-            kind,
-            KeyType::ZSet,
-            "a sorted set's members carry rank entries"
-        );
-        let member_tag = member_tag(kind)?;
+        let member_tag = plain_member_tag(kind)?;
         if !self.prepare(key, kind)? {
             return Ok(0);
         }
@@ -703,6 +693,17 @@ fn member_tag(kind: KeyType) -> Result<u8> {
         KeyType::ZSet => Ok(tag::ZSET_MEMBER),
         KeyType::String | KeyType::List => Err(super::Failure::WrongType),
     }
+}
+
+/// The member tag of a hash or set, whose members are one record each (a sorted set's also
+/// carry rank entries, which `put_members` and `remove_members` do not write).
+fn plain_member_tag(kind: KeyType) -> Result<u8> {
+    debug_assert_ne!(
+        kind,
+        KeyType::ZSet,
+        "a sorted set's members carry rank entries"
+    );
+    member_tag(kind)
 }
 
 /// The type a key's first record's tag names; a tag of no type is damage, named.
