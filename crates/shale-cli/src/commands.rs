@@ -142,6 +142,7 @@ fn run_on(cli: &Cli, db: &Db) -> Result<ExitCode> {
                         prefix_len: *prefix_len,
                         media_policy: media_policy.parse()?,
                         compression: *compression,
+                        ..KvsOptions::default()
                     },
                 )?;
             }

@@ -215,6 +215,7 @@ impl Db {
             prefix_len,
             media_policy,
             compression,
+            ..engine::KvsOptions::default()
         };
         let kvs = unlocked(py, || db.kvs_with_options(name, options))?;
         Ok(Kvs {

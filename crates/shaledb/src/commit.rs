@@ -5,7 +5,7 @@
 use crate::conflicts::ConflictTracker;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::index::{partition_of, Entry, KvsIndex, PARTITIONS};
+use crate::index::{Entry, KvsIndex};
 use crate::media::MediaClass;
 use crate::options::Durability;
 use crate::record::{
@@ -265,7 +265,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Applies `op` to its index partition (every partition of its KVS, for a prefix delete),
+    /// Applies `op` to its index partition (those its keys may be in, for a prefix delete),
     /// which `guards` holds.
     fn apply(
         &self,
@@ -279,20 +279,20 @@ impl Engine {
         match op.kind {
             RecordKind::Put => {
                 segment.add_live(u64::from(entry.location.len));
-                let replaced =
-                    locked(guards, kvs_id, partition_of(&op.key)).put(&op.key, entry, snapshot_max);
+                let part = op.kvs.index.partition_of(&op.key);
+                let replaced = locked(guards, kvs_id, part).put(&op.key, entry, snapshot_max);
                 if let Some(replaced) = replaced {
                     self.store.free(replaced);
                 }
             }
             RecordKind::Tombstone => {
-                let index = locked(guards, kvs_id, partition_of(&op.key));
+                let index = locked(guards, kvs_id, op.kvs.index.partition_of(&op.key));
                 if let Some(removed) = index.remove(&op.key, entry.seqno, snapshot_max) {
                     self.store.free(removed);
                 }
             }
             RecordKind::PrefixTombstone => {
-                for part in 0..PARTITIONS {
+                for part in op.kvs.index.partitions_of_prefix(&op.key) {
                     for removed in locked(guards, kvs_id, part).remove_prefix(
                         &op.key,
                         entry.seqno,
@@ -324,14 +324,15 @@ fn locked<'g>(guards: &'g mut [PartitionGuard<'_>], kvs_id: u32, part: usize) ->
 }
 
 /// The index partitions `ops` write, in lock order (I4): a put's or delete's key's partition,
-/// every partition of its KVS for a prefix delete.
+/// those its prefix's keys may be in for a prefix delete.
 fn partitions_written(ops: &[BatchOp]) -> Vec<(&KvsState, usize)> {
     let mut written: Vec<(&KvsState, usize)> = Vec::with_capacity(ops.len());
     for op in ops {
         if op.kind == RecordKind::PrefixTombstone {
-            written.extend((0..PARTITIONS).map(|part| (&*op.kvs, part)));
+            let parts = op.kvs.index.partitions_of_prefix(&op.key);
+            written.extend(parts.map(|part| (&*op.kvs, part)));
         } else {
-            written.push((&op.kvs, partition_of(&op.key)));
+            written.push((&op.kvs, op.kvs.index.partition_of(&op.key)));
         }
     }
     written.sort_unstable_by_key(|&(kvs, part)| (kvs.id, part));

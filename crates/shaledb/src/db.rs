@@ -198,12 +198,8 @@ impl Db {
             name: name.to_string(),
             options: options.clone(),
         })?;
-        let state = Arc::new(KvsState::new(
-            id,
-            name.to_string(),
-            options,
-            PartitionedIndex::default(),
-        ));
+        let index = PartitionedIndex::new(options.key_groups);
+        let state = Arc::new(KvsState::new(id, name.to_string(), options, index));
         self.kvs_by_name
             .write()
             .insert(name.to_string(), state.clone());

@@ -2,6 +2,7 @@
 
 use crate::compression::Compression;
 use crate::error::{Error, Result};
+pub use crate::key_groups::KeyGroups;
 use crate::limits;
 use crate::media::{OsStorage, Storage};
 use std::path::PathBuf;
@@ -295,6 +296,9 @@ pub struct KvsOptions {
     /// decompressed.
     #[serde(default)]
     pub compression: Compression,
+    /// Which keys the index keeps together (see [`KeyGroups`]).
+    #[serde(default)]
+    pub key_groups: KeyGroups,
 }
 
 impl KvsOptions {
@@ -306,6 +310,6 @@ impl KvsOptions {
                 limits::KEY_BYTES_MAX
             )));
         }
-        Ok(())
+        self.key_groups.validate()
     }
 }

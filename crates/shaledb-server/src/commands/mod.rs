@@ -586,7 +586,8 @@ impl Shared {
             .iter()
             .enumerate()
             .map(|(number, name)| {
-                Keyspace::open(db.clone(), db.kvs(name)?, number, blob_ids.clone())
+                let kvs = db.kvs_with_options(name, crate::keyspace::kvs_options())?;
+                Keyspace::open(db.clone(), kvs, number, blob_ids.clone())
             })
             .collect::<Result<Vec<_>, Failure>>()?;
         // After SWAPDB a KVS serves another database than the one configured: order by that.

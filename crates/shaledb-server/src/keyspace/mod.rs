@@ -54,7 +54,9 @@ mod test_support {
     /// A KVDB in `path` with database 0 on KVS `redis-0`.
     pub fn open(path: &std::path::Path) -> (Arc<shaledb::Db>, Keyspace) {
         let db = Arc::new(shaledb::Db::open(path, shaledb::Options::default()).unwrap());
-        let kvs = db.kvs("redis-0").unwrap();
+        let kvs = db
+            .kvs_with_options("redis-0", super::kvs_options())
+            .unwrap();
         let keyspace = Keyspace::open(db.clone(), kvs, 0, BlobIds::new()).unwrap();
         (db, keyspace)
     }
@@ -183,6 +185,20 @@ pub fn stripe_of(key: &[u8]) -> usize {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     (hash % STRIPES as u64) as usize
+}
+
+/// The options a database's KVS is created with: a key's records (its base, then a tag) form
+/// one key group, so reading a key's type or its fields, members or elements in order asks one
+/// index partition. Records of the other classes (first byte 1 to 4, so their 4-byte "length"
+/// runs past the record) are groups of their own.
+pub fn kvs_options() -> shaledb::KvsOptions {
+    shaledb::KvsOptions {
+        key_groups: shaledb::KeyGroups::LengthPrefixed {
+            offset: 0,
+            width: 4,
+        },
+        ..shaledb::KvsOptions::default()
+    }
 }
 
 fn base(key: &[u8]) -> Vec<u8> {

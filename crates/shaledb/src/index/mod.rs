@@ -10,4 +10,4 @@ mod partitioned;
 
 pub use entry::{Entry, Key};
 pub use kvs_index::{KvsIndex, Liveness};
-pub use partitioned::{partition_of, PartitionedIndex, PARTITIONS};
+pub use partitioned::PartitionedIndex;

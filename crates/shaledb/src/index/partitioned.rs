@@ -1,9 +1,11 @@
 //! A KVS's index split by key hash into partitions, each behind its own lock: commits whose
 //! keys fall in different partitions apply in parallel, and a reader waits only for a writer
-//! of its own key's partition. Ordered reads merge the partitions.
+//! of its own key's partition. Ordered reads merge the partitions, except a read within one
+//! key group (`KeyGroups`), whose keys all hash to one partition.
 
 use super::entry::{Entry, Key};
 use super::kvs_index::KvsIndex;
+use crate::key_groups::KeyGroups;
 use parking_lot::{RwLock, RwLockWriteGuard};
 use std::ops::Bound;
 
@@ -15,11 +17,6 @@ pub const PARTITIONS: usize = 16;
 /// spread of the hash.
 const MERGE_SLACK: usize = 4;
 
-/// The partition `key` belongs to.
-pub fn partition_of(key: &[u8]) -> usize {
-    crc32c::crc32c(key) as usize % PARTITIONS
-}
-
 /// Up to a limit of (key, version) pairs in order, and whether the range holds no more.
 #[derive(Debug, Default)]
 pub struct Chunk {
@@ -29,22 +26,69 @@ pub struct Chunk {
 
 pub struct PartitionedIndex {
     parts: Box<[RwLock<KvsIndex>]>,
+    groups: KeyGroups,
 }
 
 impl Default for PartitionedIndex {
     fn default() -> Self {
-        PartitionedIndex {
-            parts: (0..PARTITIONS)
-                .map(|_| RwLock::new(KvsIndex::default()))
-                .collect(),
-        }
+        PartitionedIndex::new(KeyGroups::None)
     }
 }
 
 impl PartitionedIndex {
+    pub fn new(groups: KeyGroups) -> Self {
+        PartitionedIndex {
+            parts: (0..PARTITIONS)
+                .map(|_| RwLock::new(KvsIndex::default()))
+                .collect(),
+            groups,
+        }
+    }
+
+    /// The partition `key` belongs to: its group's, by hash.
+    pub fn partition_of(&self, key: &[u8]) -> usize {
+        let group = self.groups.group_of(key).unwrap_or(key);
+        crc32c::crc32c(group) as usize % PARTITIONS
+    }
+
+    /// The partitions that may hold keys starting with `prefix`: its group's, if it is within
+    /// one, else every partition.
+    pub fn partitions_of_prefix(&self, prefix: &[u8]) -> std::ops::Range<usize> {
+        match self.groups.group_of(prefix) {
+            Some(group) => {
+                let part = self.partition_of(group);
+                part..part + 1
+            }
+            None => 0..PARTITIONS,
+        }
+    }
+
     /// The partition holding `key`.
     pub fn part(&self, key: &[u8]) -> &RwLock<KvsIndex> {
-        &self.parts[partition_of(key)]
+        &self.parts[self.partition_of(key)]
+    }
+
+    /// The one partition holding every key of `lower..upper`, when the range lies within the
+    /// group of its lower bound.
+    fn part_of_range(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Option<&RwLock<KvsIndex>> {
+        let (Bound::Included(lower) | Bound::Excluded(lower)) = lower else {
+            return None;
+        };
+        let group = self.groups.group_of(lower)?;
+        // The least key past every key starting with `group`: `group` with its trailing 0xff
+        // bytes dropped and its last byte then incremented; none if it is all 0xff.
+        let past_group = group.iter().rposition(|&byte| byte != 0xff).map(|last| {
+            let mut past = group[..=last].to_vec();
+            past[last] += 1;
+            past
+        });
+        let within = match (past_group, upper) {
+            (None, _) => true,
+            (Some(_), Bound::Unbounded) => false,
+            (Some(past), Bound::Included(upper)) => upper < past.as_slice(),
+            (Some(past), Bound::Excluded(upper)) => upper <= past.as_slice(),
+        };
+        within.then(|| self.part(group))
     }
 
     /// Every partition, in lock order (the partition of a key is at [`partition_of`]).
@@ -54,7 +98,8 @@ impl PartitionedIndex {
 
     /// The partition holding `key`, for a sole owner (recovery) that needs no lock.
     pub fn part_mut(&mut self, key: &[u8]) -> &mut KvsIndex {
-        self.parts[partition_of(key)].get_mut()
+        let part = self.partition_of(key);
+        self.parts[part].get_mut()
     }
 
     /// Every partition, for a sole owner.
@@ -116,6 +161,13 @@ impl PartitionedIndex {
         limit: usize,
         reverse: bool,
     ) -> Chunk {
+        if let Some(part) = self.part_of_range(lower, upper) {
+            let entries = part
+                .read()
+                .collect_visible(lower, upper, at, limit, reverse);
+            let exhausted = entries.len() < limit;
+            return Chunk { entries, exhausted };
+        }
         self.merged(limit, reverse, |part, per_part| {
             part.collect_visible(lower, upper, at, per_part, reverse)
         })
@@ -165,6 +217,7 @@ impl PartitionedIndex {
 mod tests {
     use super::*;
     use crate::segment::{Location, SegmentId};
+    use std::collections::BTreeMap;
 
     fn entry(seqno: u64) -> Entry {
         Entry {
@@ -264,5 +317,120 @@ mod tests {
         let chunk = index.collect_visible(Bound::Unbounded, Bound::Unbounded, 9, 128, true);
         assert!(chunk.exhausted);
         assert_eq!(chunk.entries.len(), 3);
+    }
+
+    /// A Redis-style key: a 2-byte big-endian length, that many bytes, then a suffix.
+    fn grouped_key(group: &[u8], suffix: &[u8]) -> Vec<u8> {
+        let mut key = (group.len() as u16).to_be_bytes().to_vec();
+        key.extend_from_slice(group);
+        key.extend_from_slice(suffix);
+        key
+    }
+
+    const LENGTH_PREFIXED: KeyGroups = KeyGroups::LengthPrefixed {
+        offset: 0,
+        width: 2,
+    };
+
+    #[test]
+    fn a_groups_keys_share_one_partition_and_its_prefix_deletes_lock_only_that() {
+        let index = PartitionedIndex::new(LENGTH_PREFIXED);
+        for group in [&b"user:1"[..], b"user:2", b"\xff\xff", b""] {
+            let part = index.partition_of(&grouped_key(group, b""));
+            for suffix in [&b"a"[..], b"b\x00", b"\xff\xff\xff", b"zzzz"] {
+                assert_eq!(index.partition_of(&grouped_key(group, suffix)), part);
+            }
+            assert_eq!(
+                index.partitions_of_prefix(&grouped_key(group, b"a")),
+                part..part + 1
+            );
+        }
+        // Too short to hold its group's length: every partition.
+        assert_eq!(index.partitions_of_prefix(b"\x00"), 0..PARTITIONS);
+        // Without groups, keys of one prefix spread.
+        let spread = PartitionedIndex::default();
+        let parts: std::collections::HashSet<usize> = (0..64)
+            .map(|n| spread.partition_of(&grouped_key(b"user:1", &[n])))
+            .collect();
+        assert!(parts.len() > 1);
+        assert_eq!(spread.partitions_of_prefix(b"user"), 0..PARTITIONS);
+    }
+
+    fn bound(owned: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+        owned.as_ref().map(Vec::as_slice)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Range reads of an index with key groups, within a group (one partition) or across
+        /// groups (merged), chunk by chunk, list what a sorted map lists.
+        #[test]
+        fn grouped_ranges_read_like_a_sorted_map(
+            keys in proptest::collection::btree_set(
+                (0u8..4, proptest::collection::vec(proptest::prelude::prop_oneof![
+                    proptest::prelude::Just(0u8), proptest::prelude::Just(b'a'), proptest::prelude::Just(0xffu8)
+                ], 0..4)),
+                0..60,
+            ),
+            ranges in proptest::collection::vec(
+                (0u8..4, proptest::collection::vec(0u8..=255, 0..3), 0u8..4,
+                 proptest::collection::vec(0u8..=255, 0..3), 0u8..3, 0u8..3, proptest::prelude::any::<bool>(), 1usize..6),
+                1..20,
+            ),
+        ) {
+            let groups: [&[u8]; 4] = [b"", b"a", b"ab", b"\xff\xff"];
+            let index = PartitionedIndex::new(LENGTH_PREFIXED);
+            let mut model = BTreeMap::new();
+            for (n, (group, suffix)) in keys.iter().enumerate() {
+                let key = grouped_key(groups[usize::from(*group)], suffix);
+                index.part(&key).write().put(&key, entry(n as u64 + 1), 0);
+                model.insert(key, ());
+            }
+            for (low_group, low_suffix, high_group, high_suffix, low_kind, high_kind, reverse, limit) in ranges {
+                let make = |kind: u8, group: u8, suffix: &[u8]| {
+                    let key = grouped_key(groups[usize::from(group)], suffix);
+                    match kind {
+                        0 => Bound::Included(key),
+                        1 => Bound::Excluded(key),
+                        _ => Bound::Unbounded,
+                    }
+                };
+                let lower = make(low_kind, low_group, &low_suffix);
+                let upper = make(high_kind, high_group, &high_suffix);
+                let expected: Vec<Vec<u8>> = {
+                    let mut keys: Vec<Vec<u8>> = model
+                        .keys()
+                        .filter(|key| {
+                            <(Bound<&[u8]>, Bound<&[u8]>) as std::ops::RangeBounds<[u8]>>::contains(
+                                &(bound(&lower), bound(&upper)),
+                                key.as_slice(),
+                            )
+                        })
+                        .cloned()
+                        .collect();
+                    if reverse {
+                        keys.reverse();
+                    }
+                    keys
+                };
+                let mut seen: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    let (from, to) = match (seen.last(), reverse) {
+                        (None, _) => (lower.clone(), upper.clone()),
+                        (Some(last), false) => (Bound::Excluded(last.clone()), upper.clone()),
+                        (Some(last), true) => (lower.clone(), Bound::Excluded(last.clone())),
+                    };
+                    let chunk = index.collect_visible(bound(&from), bound(&to), u64::MAX, limit, reverse);
+                    proptest::prop_assert!(chunk.entries.len() <= limit);
+                    seen.extend(chunk.entries.into_iter().map(|(key, _)| key.to_vec()));
+                    if chunk.exhausted {
+                        break;
+                    }
+                    proptest::prop_assert!(seen.len() <= model.len(), "chunks never end");
+                }
+                proptest::prop_assert_eq!(seen, expected);
+            }
+        }
     }
 }

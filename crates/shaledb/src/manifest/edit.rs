@@ -12,17 +12,21 @@
 //!  8 segment freed    u32 id (no longer live; its file may still exist)
 //!  9 segment deleted  u32 id (its file is gone)
 //! 10 segment durable  u32 id, u64 end_bytes (an active segment was fdatasynced this far)
-//! 11 KVS created      as 4, then u8 compression (1 lz4): a KVS that compresses its values
+//! 11 KVS created      as 4, then u8 compression (0 none, 1 lz4): a KVS that compresses its values
+//! 12 KVS created      as 11, then its key groups: u8 kind, then by kind
+//!                     1 (prefix) u16 len; 2 (length-prefixed) u16 offset, u8 width
 //! ```
 //!
-//! A KVS that compresses its values is recorded with tag 11, one without with tag 4 as before,
-//! so a KVDB without compressed KVSs stays readable by a ShaleDB from before compression, and
-//! one with them is refused by it at open (an unknown tag), never misread.
+//! A KVS is recorded with the oldest tag that holds its options: 4 for one with default
+//! compression and key groups, 11 for one that compresses, 12 for one with key groups. So a KVDB
+//! stays readable by a ShaleDB from before an option it does not use, and one that uses it is
+//! refused by such a ShaleDB at open (an unknown tag), never misread.
 
 use super::dirs::MediaDirs;
 use crate::codec::{ByteReader, PutBytes};
 use crate::compression::Compression;
 use crate::error::Result;
+use crate::key_groups::KeyGroups;
 use crate::limits::{KEY_BYTES_MAX, KVS_NAME_BYTES_MAX};
 use crate::media::MediaClass;
 use crate::options::{KvsOptions, MediaPolicy};
@@ -102,14 +106,23 @@ impl Edit {
                 out.put_u32(*next_segment_id);
             }
             Edit::KvsCreated { id, name, options } => {
-                let compressed = options.compression != Compression::None;
-                out.put_u8(if compressed { 11 } else { 4 });
+                let tag = if options.key_groups != KeyGroups::None {
+                    12
+                } else if options.compression != Compression::None {
+                    11
+                } else {
+                    4
+                };
+                out.put_u8(tag);
                 out.put_u32(*id);
                 out.put_bytes16(name.as_bytes());
                 out.put_u32(options.prefix_len as u32);
                 out.put_u8(policy_byte(options.media_policy));
-                if compressed {
+                if tag >= 11 {
                     out.put_u8(compression_byte(options.compression));
+                }
+                if tag == 12 {
+                    put_key_groups(out, options.key_groups);
                 }
             }
             Edit::KvsDropped { id } => {
@@ -174,7 +187,7 @@ impl Edit {
                 next_kvs_id: reader.u32()?,
                 next_segment_id: reader.u32()?,
             },
-            tag @ (4 | 11) => {
+            tag @ (4 | 11 | 12) => {
                 let id = reader.u32()?;
                 let name = reader.bytes16()?;
                 let name = std::str::from_utf8(name)
@@ -188,11 +201,16 @@ impl Edit {
                 }
                 let media_policy = policy_from_byte(reader.u8()?)
                     .ok_or_else(|| reader.corrupt("manifest: unknown media policy"))?;
-                let compression = if tag == 11 {
+                let compression = if tag >= 11 {
                     compression_from_byte(reader.u8()?)
                         .ok_or_else(|| reader.corrupt("manifest: unknown compression"))?
                 } else {
                     Compression::None
+                };
+                let key_groups = if tag == 12 {
+                    key_groups(reader)?
+                } else {
+                    KeyGroups::None
                 };
                 Edit::KvsCreated {
                     id,
@@ -201,6 +219,7 @@ impl Edit {
                         prefix_len,
                         media_policy,
                         compression,
+                        key_groups,
                     },
                 }
             }
@@ -278,4 +297,40 @@ fn compression_from_byte(byte: u8) -> Option<Compression> {
         1 => Some(Compression::Lz4),
         _ => None,
     }
+}
+
+fn put_key_groups(out: &mut Vec<u8>, groups: KeyGroups) {
+    match groups {
+        KeyGroups::None => out.put_u8(0),
+        KeyGroups::Prefix { len } => {
+            out.put_u8(1);
+            out.put_u16(len);
+        }
+        KeyGroups::LengthPrefixed { offset, width } => {
+            out.put_u8(2);
+            out.put_u16(offset);
+            out.put_u8(width);
+        }
+    }
+}
+
+/// Key groups as `put_key_groups` wrote them; an unknown kind or one no KVS could have been
+/// created with is damage.
+fn key_groups(reader: &mut ByteReader<'_>) -> Result<KeyGroups> {
+    let groups = match reader.u8()? {
+        1 => KeyGroups::Prefix { len: reader.u16()? },
+        2 => KeyGroups::LengthPrefixed {
+            offset: reader.u16()?,
+            width: reader.u8()?,
+        },
+        _ => return Err(reader.corrupt("manifest: unknown key groups")),
+    };
+    let options = KvsOptions {
+        key_groups: groups,
+        ..KvsOptions::default()
+    };
+    options
+        .validate()
+        .map_err(|_| reader.corrupt("manifest: key groups out of range"))?;
+    Ok(groups)
 }

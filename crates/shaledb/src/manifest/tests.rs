@@ -1,6 +1,7 @@
 use super::*;
 use crate::compression::Compression;
 use crate::error::ErrorKind;
+use crate::key_groups::KeyGroups;
 use crate::media::MediaClass;
 use crate::options::{KvsOptions, MediaPolicy};
 use crate::segment::{HeadKind, Seal, SegmentId};
@@ -28,6 +29,7 @@ fn one_of_each() -> Vec<Edit> {
                 prefix_len: 5,
                 media_policy: MediaPolicy::StagingMaxCapacity,
                 compression: Compression::None,
+                key_groups: KeyGroups::None,
             },
         },
         Edit::KvsCreated {
@@ -37,6 +39,27 @@ fn one_of_each() -> Vec<Edit> {
                 prefix_len: 0,
                 media_policy: MediaPolicy::CapacityOnly,
                 compression: Compression::Lz4,
+                key_groups: KeyGroups::None,
+            },
+        },
+        Edit::KvsCreated {
+            id: 6,
+            name: "orders".into(),
+            options: KvsOptions {
+                key_groups: KeyGroups::Prefix { len: 8 },
+                ..KvsOptions::default()
+            },
+        },
+        Edit::KvsCreated {
+            id: 7,
+            name: "redis-0".into(),
+            options: KvsOptions {
+                compression: Compression::Lz4,
+                key_groups: KeyGroups::LengthPrefixed {
+                    offset: 1,
+                    width: 4,
+                },
+                ..KvsOptions::default()
             },
         },
         Edit::KvsDropped { id: 4 },
@@ -110,6 +133,52 @@ fn only_a_compressing_kvs_needs_the_new_tag() {
     let error =
         Edit::decode(&mut ByteReader::new(&lz4, Path::new("MANIFEST"), "edit", 0)).unwrap_err();
     assert!(error.to_string().contains("unknown compression"), "{error}");
+}
+
+#[test]
+fn only_a_kvs_with_key_groups_needs_tag_12_and_bad_groups_are_named() {
+    let created = |key_groups| {
+        let mut bytes = Vec::new();
+        Edit::KvsCreated {
+            id: 1,
+            name: "k".into(),
+            options: KvsOptions {
+                key_groups,
+                ..KvsOptions::default()
+            },
+        }
+        .encode(&mut bytes);
+        bytes
+    };
+    assert_eq!(created(KeyGroups::None)[0], 4);
+    let grouped = created(KeyGroups::LengthPrefixed {
+        offset: 0,
+        width: 4,
+    });
+    // Tag 12, then tag 11's fields (compression none), then kind 2, offset 0, width 4.
+    assert_eq!(grouped[0], 12);
+    assert_eq!(grouped[grouped.len() - 5..], [0, 2, 0, 0, 4]);
+    let decode_error = |bytes: &[u8]| {
+        Edit::decode(&mut ByteReader::new(
+            bytes,
+            Path::new("MANIFEST"),
+            "edit",
+            0,
+        ))
+        .unwrap_err()
+        .to_string()
+    };
+    let mut unknown_kind = grouped.clone();
+    let kind_at = unknown_kind.len() - 4;
+    unknown_kind[kind_at] = 7;
+    assert!(decode_error(&unknown_kind).contains("unknown key groups"));
+    let mut too_wide = grouped.clone();
+    *too_wide.last_mut().unwrap() = 9;
+    assert!(decode_error(&too_wide).contains("key groups out of range"));
+    let mut empty_prefix = created(KeyGroups::Prefix { len: 3 });
+    let len_at = empty_prefix.len() - 2;
+    empty_prefix[len_at] = 0;
+    assert!(decode_error(&empty_prefix).contains("key groups out of range"));
 }
 
 /// A manifest built one `record` call per edit, and the state after each call.

@@ -64,7 +64,12 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
         }
         Err(error) => return Err(error),
     };
-    let mut replay = Replay::new(input.state.kvs.keys().copied(), input.state.next_kvs_id);
+    let kvs_groups = input
+        .state
+        .kvs
+        .iter()
+        .map(|(&id, kvs)| (id, kvs.options.key_groups));
+    let mut replay = Replay::new(kvs_groups, input.state.next_kvs_id);
     let Checkpoint {
         covered_seqno,
         next_seqno: checkpoint_next_seqno,

@@ -7,6 +7,7 @@ use super::report::{Cleanup, RecoveryReport};
 use super::salvage::Damage;
 use crate::error::{Error, Result};
 use crate::index::{Entry, Key, PartitionedIndex};
+use crate::key_groups::KeyGroups;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::manifest::SegmentEntry;
 use crate::media::ReadPurpose;
@@ -33,11 +34,11 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// A replay of the KVSs `kvs_ids`, each starting empty.
-    pub fn new(kvs_ids: impl Iterator<Item = u32>, next_kvs_id: u32) -> Self {
+    /// A replay of the KVSs `kvs`, each starting empty, with the key groups it was created with.
+    pub fn new(kvs: impl Iterator<Item = (u32, KeyGroups)>, next_kvs_id: u32) -> Self {
         Replay {
-            indexes: kvs_ids
-                .map(|id| (id, PartitionedIndex::default()))
+            indexes: kvs
+                .map(|(id, groups)| (id, PartitionedIndex::new(groups)))
                 .collect(),
             next_kvs_id,
             deleted: HashMap::new(),

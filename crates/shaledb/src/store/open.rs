@@ -9,6 +9,7 @@ use crate::cache::ValueCache;
 use crate::counters::Counters;
 use crate::error::Result;
 use crate::home::Home;
+use crate::index::PartitionedIndex;
 use crate::log::{Heads, HeadsConfig, Lifecycle};
 use crate::manifest::Edit;
 use crate::media::{remove_file_durably, set_file_aside, MediaClass};
@@ -104,8 +105,10 @@ impl Store {
         let mut indexes = recovered.indexes;
         let kvs = KvsSet::default();
         for (&id, entry) in &state.kvs {
-            let index = indexes.remove(&id).unwrap_or_default();
             let options = entry.options.clone();
+            let index = indexes
+                .remove(&id)
+                .unwrap_or_else(|| PartitionedIndex::new(options.key_groups));
             kvs.insert(Arc::new(KvsState::new(
                 id,
                 entry.name.clone(),
