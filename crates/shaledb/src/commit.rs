@@ -171,11 +171,7 @@ impl Engine {
                 if kvs.is_dropped() {
                     return Err(Error::KvsNotFound(kvs.name.clone()));
                 }
-                guards.push(PartitionGuard {
-                    kvs_id: kvs.id,
-                    part,
-                    index,
-                });
+                guards.push(PartitionGuard { kvs, part, index });
             }
             let commit_order = self.commit_order.lock();
             let appender = head.lock();
@@ -186,6 +182,8 @@ impl Engine {
         };
         validate(&self.conflicts)?;
         let segment = appender.segment().clone();
+        // Read before the open snapshots are: see `note_kept_versions`.
+        let releases_before = self.snapshots.releases();
         let snapshot_max = self.snapshots.max();
         let first_seqno = self.store.next_seqno.load(Ordering::SeqCst);
         let last_seqno = first_seqno + ops.len() as u64 - 1;
@@ -238,6 +236,7 @@ impl Engine {
             };
             self.apply(&mut guards, &segment, op, entry, snapshot_max);
         }
+        self.note_kept_versions(&mut guards, releases_before);
         // Unlocked only once all of the batch is applied: a reader of any key it writes sees all
         // of it or waits (I4).
         drop(guards);
@@ -263,6 +262,24 @@ impl Engine {
             head.wait_durable(lsn)?;
         }
         Ok(())
+    }
+
+    /// Marks the partitions that keep old versions after this commit applied, for a snapshot's
+    /// release to find (`Engine::release_snapshot`). A snapshot released since `releases_before`
+    /// was read may have looked for marks before these were set, while this commit kept
+    /// versions for it: then the commit prunes its partitions itself, still holding them.
+    fn note_kept_versions(&self, guards: &mut [PartitionGuard<'_>], releases_before: u64) {
+        let mut kept_any = false;
+        for guard in guards.iter() {
+            guard.kvs.index.note_old_versions(guard.part, &guard.index);
+            kept_any |= guard.index.keeps_old_versions();
+        }
+        if !kept_any || self.snapshots.releases() == releases_before {
+            return;
+        }
+        for guard in guards.iter_mut() {
+            self.prune_partition(guard.kvs, guard.part, &mut guard.index);
+        }
     }
 
     /// Applies `op` to its index partition (those its keys may be in, for a prefix delete),
@@ -309,7 +326,7 @@ impl Engine {
 
 /// One index partition a commit holds write-locked.
 struct PartitionGuard<'a> {
-    kvs_id: u32,
+    kvs: &'a KvsState,
     part: usize,
     index: RwLockWriteGuard<'a, KvsIndex>,
 }
@@ -318,7 +335,7 @@ struct PartitionGuard<'a> {
 fn locked<'g>(guards: &'g mut [PartitionGuard<'_>], kvs_id: u32, part: usize) -> &'g mut KvsIndex {
     &mut guards
         .iter_mut()
-        .find(|guard| guard.kvs_id == kvs_id && guard.part == part)
+        .find(|guard| guard.kvs.id == kvs_id && guard.part == part)
         .expect("every partition a batch writes is locked")
         .index
 }

@@ -5,6 +5,7 @@
 
 use crate::conflicts::ConflictTracker;
 use crate::error::{Error, Result};
+use crate::index::KvsIndex;
 use crate::options::Options;
 use crate::snapshot_registry::{needed_by_any, SnapshotRegistry};
 use crate::store::{KvsState, Store};
@@ -130,23 +131,25 @@ impl Engine {
     fn release_snapshot(&self, seqno: u64) {
         self.snapshots.release(seqno);
         for kvs in self.store.kvs.all() {
-            for part in kvs.index.parts() {
-                // Most partitions keep no old version: a read lock says so without stalling
-                // their writers (a cursor releases a snapshot per scan). A version kept for this
-                // snapshot was kept by a commit that held the lock before the release above,
-                // so it is seen here.
-                if !part.read().keeps_old_versions() {
-                    continue;
-                }
-                let mut index = part.write();
-                // Read under the partition's lock: see SnapshotRegistry::open_seqnos.
-                let open = self.snapshots.open_seqnos();
-                for freed in
-                    index.prune_old(|seqno, superseded| needed_by_any(&open, seqno, superseded))
-                {
-                    self.store.free(freed);
-                }
+            // Only partitions marked as keeping old versions are locked (a cursor releases a
+            // snapshot per scan; most partitions keep none). A commit that kept a version for
+            // this snapshot marks its partition before it reads the release count, so either
+            // this release finds the mark or that commit finds the count changed and prunes
+            // for itself (`Engine::note_kept_versions`).
+            for part in kvs.index.parts_keeping_old_versions() {
+                self.prune_partition(&kvs, part, &mut kvs.index.parts()[part].write());
             }
         }
+    }
+
+    /// Frees the old versions partition `part` of `kvs` (`index`, which the caller holds
+    /// write-locked) keeps that no open snapshot needs, and marks whether it keeps any still.
+    pub(crate) fn prune_partition(&self, kvs: &KvsState, part: usize, index: &mut KvsIndex) {
+        // Read under the partition's lock: see SnapshotRegistry::open_seqnos.
+        let open = self.snapshots.open_seqnos();
+        for freed in index.prune_old(|seqno, superseded| needed_by_any(&open, seqno, superseded)) {
+            self.store.free(freed);
+        }
+        kvs.index.note_old_versions(part, index);
     }
 }

@@ -17,10 +17,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 /// Keys fetched from the index per refill, or fewer when the caller said how many it will
-/// take (but at least [`CHUNK_KEYS_MIN`]): a refill merges the index's partitions, whose cost
-/// grows with the keys asked for.
+/// take (one more, to learn whether the range ends there): a refill copies each key it is
+/// given, and merges the index's partitions, whose cost grows with the keys asked for.
 const CHUNK_KEYS: usize = 128;
-const CHUNK_KEYS_MIN: usize = 16;
 
 /// A cursor reads the values of its next keys in batches, all of a batch's device reads in
 /// flight at once: the first batch holds this many keys, and each next one twice as many as
@@ -184,7 +183,7 @@ impl Iter {
         };
         let expected = self.end(reverse).expected;
         let limit = if expected > 0 {
-            expected.saturating_add(1).clamp(CHUNK_KEYS_MIN, CHUNK_KEYS)
+            expected.saturating_add(1).min(CHUNK_KEYS)
         } else {
             CHUNK_KEYS
         };

@@ -12,6 +12,9 @@ pub struct SnapshotRegistry {
     open: Mutex<BTreeMap<u64, (usize, Option<Instant>)>>,
     /// The newest open snapshot's seqno, 0 when none: read by writers without a lock.
     max: AtomicU64,
+    /// Releases so far: a commit that kept old versions checks it did not miss one (see
+    /// `Engine::release_snapshot`).
+    releases: AtomicU64,
 }
 
 impl SnapshotRegistry {
@@ -37,6 +40,12 @@ impl SnapshotRegistry {
             open.keys().next_back().copied().unwrap_or(0),
             Ordering::SeqCst,
         );
+        self.releases.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many releases there have been.
+    pub fn releases(&self) -> u64 {
+        self.releases.load(Ordering::SeqCst)
     }
 
     /// The seqnos of open snapshots, sorted. To prune old versions of an index, read this while

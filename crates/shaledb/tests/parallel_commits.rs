@@ -184,3 +184,51 @@ fn prefix_deletes_racing_batches_leave_whole_batches() {
     });
     db.close().unwrap();
 }
+
+/// Versions kept for snapshots are freed when the last snapshot that sees them goes, however
+/// its release interleaves with the commits that kept them: once every snapshot is released,
+/// the index points at one record per key again.
+#[test]
+fn versions_kept_for_snapshots_are_freed_once_released_while_writers_race() {
+    const KEYS: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("hot").unwrap();
+    let write_all = |generation: u64| {
+        for key in 0..KEYS {
+            kvs.put(format!("key{key}"), generation.to_be_bytes())
+                .unwrap();
+        }
+    };
+    write_all(0);
+    let one_version_each = db.stats().live_bytes;
+    // Deterministic first: a snapshot keeps the version it sees, and frees it when dropped.
+    let snapshot = db.snapshot().unwrap();
+    write_all(1);
+    assert!(db.stats().live_bytes > one_version_each);
+    drop(snapshot);
+    assert_eq!(db.stats().live_bytes, one_version_each);
+    // Then raced: writers overwrite while readers take and drop snapshots and cursors.
+    let writing = AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while writing.load(Ordering::Relaxed) {
+                    let snapshot = db.snapshot().unwrap();
+                    assert_eq!(
+                        snapshot.get(&kvs, "key0").unwrap().map(|v| v.len()),
+                        Some(8)
+                    );
+                    drop(snapshot);
+                    assert_eq!(kvs.range::<&[u8], _>(..).count(), KEYS);
+                }
+            });
+        }
+        for generation in 2..20_000 {
+            write_all(generation);
+        }
+        writing.store(false, Ordering::Relaxed);
+    });
+    assert_eq!(db.stats().snapshots_open, 0);
+    assert_eq!(db.stats().live_bytes, one_version_each);
+}

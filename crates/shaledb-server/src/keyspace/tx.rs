@@ -268,6 +268,18 @@ impl<'t, 's> View<'t, 's> {
     /// The records from `start` (inclusive) to `end` (exclusive), with their values or
     /// (`values == false`) with empty values and no device reads.
     pub(super) fn records(&self, start: Vec<u8>, end: Vec<u8>, values: bool) -> Records {
+        self.records_taking(start, end, values, None)
+    }
+
+    /// Like [`View::records`], for a caller that will take about `take` records: the engine's
+    /// cursor fetches that many keys at first instead of a full chunk.
+    fn records_taking(
+        &self,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        values: bool,
+        take: Option<usize>,
+    ) -> Records {
         let overlay: VecDeque<(Bytes, Option<Bytes>)> = self
             .tx
             .writes
@@ -277,7 +289,10 @@ impl<'t, 's> View<'t, 's> {
             ))
             .map(|((_, key), value)| (Bytes::copy_from_slice(key), value.clone()))
             .collect();
-        let iter = self.space().kvs.range(start..end);
+        let mut iter = self.space().kvs.range(start..end);
+        if let Some(take) = take {
+            iter = iter.will_take(take);
+        }
         let base = if values {
             Base::Values(iter)
         } else {
@@ -441,7 +456,10 @@ impl<'t, 's> View<'t, 's> {
     fn stored_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
         let start = base(key);
         let prefix_len = start.len();
-        match self.records(start, key_end(key), false).next() {
+        match self
+            .records_taking(start, key_end(key), false, Some(1))
+            .next()
+        {
             None => Ok(None),
             Some(item) => {
                 let (record, _) = item?;

@@ -8,10 +8,15 @@ use super::kvs_index::KvsIndex;
 use crate::key_groups::KeyGroups;
 use parking_lot::{RwLock, RwLockWriteGuard};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Partitions per KVS. Enough that two writers (or a writer and a reader) rarely meet in one,
 /// few enough that a merged range read asks each for only a handful of keys.
 pub const PARTITIONS: usize = 16;
+const _: () = assert!(
+    PARTITIONS <= u32::BITS as usize,
+    "a bit of `keeping_old` per partition"
+);
 
 /// Keys each partition gives a merged range read beyond its even share of the limit, for the
 /// spread of the hash.
@@ -27,6 +32,9 @@ pub struct Chunk {
 pub struct PartitionedIndex {
     parts: Box<[RwLock<KvsIndex>]>,
     groups: KeyGroups,
+    /// Bit `p` set: partition `p` keeps old versions for snapshots. Changed only under that
+    /// partition's write lock (`note_old_versions`), read without it by a snapshot's release.
+    keeping_old: AtomicU32,
 }
 
 impl Default for PartitionedIndex {
@@ -42,7 +50,30 @@ impl PartitionedIndex {
                 .map(|_| RwLock::new(KvsIndex::default()))
                 .collect(),
             groups,
+            keeping_old: AtomicU32::new(0),
         }
+    }
+
+    /// Records whether partition `part`, which the caller holds write-locked as `index`, keeps
+    /// old versions.
+    pub fn note_old_versions(&self, part: usize, index: &KvsIndex) {
+        let bit = 1 << part;
+        let marked = self.keeping_old.load(Ordering::SeqCst) & bit != 0;
+        match (index.keeps_old_versions(), marked) {
+            (true, false) => {
+                self.keeping_old.fetch_or(bit, Ordering::SeqCst);
+            }
+            (false, true) => {
+                self.keeping_old.fetch_and(!bit, Ordering::SeqCst);
+            }
+            _ => {}
+        }
+    }
+
+    /// The partitions that kept old versions when last noted.
+    pub fn parts_keeping_old_versions(&self) -> impl Iterator<Item = usize> {
+        let mask = self.keeping_old.load(Ordering::SeqCst);
+        (0..PARTITIONS).filter(move |part| mask & (1 << part) != 0)
     }
 
     /// The partition `key` belongs to: its group's, by hash.
