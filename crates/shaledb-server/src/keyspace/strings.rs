@@ -174,7 +174,9 @@ impl View<'_, '_> {
         if chunked || self.record_exists(&record)? {
             // A string (live or past its time) is overwritten in place: the key stays counted.
             self.write_expiry(key, old_expiry, new_expiry)?;
-            self.unlink_blob(key)?;
+            if chunked {
+                self.unlink_blob(key)?;
+            }
         } else {
             self.remove_key(key)?;
             self.created(key);
