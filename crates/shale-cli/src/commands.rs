@@ -52,6 +52,10 @@ fn open(cli: &Cli) -> Result<Db> {
             .staging_mb
             .map_or(Options::default().staging_bytes_max, |mib| mib << 20),
         space_bytes_max: cli.space_mb.map(|mib| mib << 20),
+        // A one-shot command neither warms the cache (it closes before the warming would pay)
+        // nor replaces the warm-keys file a long-running open (`shale serve`) saved with the
+        // few keys it touched.
+        warm_keys_max_bytes: Some(0),
         ..Options::default()
     };
     Db::open(&cli.db, options).with_context(|| format!("opening KVDB {}", cli.db.display()))

@@ -713,3 +713,57 @@ fn long_string_values_behave_like_any_string() {
     assert_eq!(client.call(&["SELECT", "3"]), ok());
     assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
 }
+
+/// The value of the metric `name` (a gauge without labels) in a `/metrics` page.
+fn gauge(server: &Server, name: &str) -> u64 {
+    let (_, metrics) = server.admin_get("/metrics");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+        .parse()
+        .unwrap()
+}
+
+/// A stopped server saves the keys its cache holds (`HOME/warm-keys`); the next start reads
+/// their values back into the cache before any client asks, unless `--warm-reads-per-sec 0`.
+#[test]
+fn a_restarted_server_warms_its_cache_from_the_last_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let admin = ["--admin-bind", "127.0.0.1:0"];
+    let server = Server::start(&db, &admin);
+    let mut client = server.connect();
+    for index in 0..100 {
+        let key = format!("key:{index}");
+        assert_eq!(client.call(&["SET", &key, "a value"]), ok());
+        assert_eq!(client.call(&["GET", &key]), bulk("a value"));
+    }
+    drop(client);
+    server.signal("TERM");
+    assert!(server.wait().success());
+    assert!(
+        db.join("warm-keys").is_file(),
+        "the stop saved the cache's keys"
+    );
+
+    let server = Server::start(&db, &admin);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while gauge(&server, "shale_warm_values_read") < 100 {
+        assert!(Instant::now() < deadline, "the cache was not warmed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(gauge(&server, "shale_warm_keys_files_rejected"), 0);
+    server.signal("TERM");
+    assert!(server.wait().success());
+
+    let server = Server::start(&db, &["--warm-reads-per-sec", "0", admin[0], admin[1]]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        gauge(&server, "shale_warm_values_read"),
+        0,
+        "warming is off"
+    );
+    let mut client = server.connect();
+    assert_eq!(client.call(&["GET", "key:7"]), bulk("a value"));
+}

@@ -77,6 +77,10 @@ pub struct ServeArgs {
     /// Most simultaneous memcached clients [default: 1024].
     #[arg(long, env = "SHALE_MEMCACHED_MAXCLIENTS")]
     pub memcached_maxclients: Option<usize>,
+    /// At start, read the values the cache held at the last stop back into it, at most this
+    /// many keys a second, beside the clients' first requests; 0: off [default: 50000].
+    #[arg(long, env = "SHALE_WARM_READS_PER_SEC")]
+    pub warm_reads_per_sec: Option<u64>,
 }
 
 /// What the config file may hold.
@@ -103,6 +107,7 @@ struct FileConfig {
     log_level: Option<String>,
     memcached: Option<String>,
     memcached_maxclients: Option<usize>,
+    warm_reads_per_sec: Option<u64>,
     /// The KVS memcached's items live in [default: "memcached"].
     memcached_kvs: Option<String>,
     executor: Option<Executor>,
@@ -154,6 +159,8 @@ pub struct Config {
     pub memcached_kvs: String,
     pub executor: Executor,
     pub pool_threads: usize,
+    /// `shaledb::Options::warm_reads_per_sec`.
+    pub warm_reads_per_sec: u64,
 }
 
 /// Where a connection's commands run.
@@ -281,6 +288,10 @@ impl Config {
             memcached_kvs: file.memcached_kvs.unwrap_or_else(|| "memcached".into()),
             executor: args.executor.or(file.executor).unwrap_or(default_executor),
             pool_threads: args.pool_threads.or(file.pool_threads).unwrap_or(64),
+            warm_reads_per_sec: args
+                .warm_reads_per_sec
+                .or(file.warm_reads_per_sec)
+                .unwrap_or(shaledb::Options::default().warm_reads_per_sec),
         };
         if config.memcached_maxclients == 0 {
             bail!("memcached_maxclients must be at least 1");

@@ -92,6 +92,7 @@ async fn run(config: Config) -> Result<()> {
             .staging_bytes_max
             .unwrap_or(Options::default().staging_bytes_max),
         space_bytes_max: config.space_bytes_max,
+        warm_reads_per_sec: config.warm_reads_per_sec,
         ..Options::default()
     };
     let path = config.db.clone();

@@ -189,6 +189,7 @@ impl Collector for EngineCollector {
                     ("gets", media.bytes_read_by_gets),
                     ("scans", media.bytes_read_by_scans),
                     ("cleaning", media.bytes_read_by_cleaning),
+                    ("warming", media.bytes_read_by_warming),
                 ]
             },
         )?;
@@ -244,6 +245,16 @@ impl Collector for EngineCollector {
                 "Bytes of values in the cache",
                 stats.cache_bytes,
             ),
+            (
+                "warm_values_read",
+                "Values read into the cache at start from the keys it held at the last stop",
+                stats.warm_values_read,
+            ),
+            (
+                "warm_keys_files_rejected",
+                "Warm-keys files ignored at start as damaged or unexpected (the log says why)",
+                stats.warm_keys_files_rejected,
+            ),
         ] {
             let gauge = ConstGauge::new(value as i64);
             gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
@@ -253,12 +264,12 @@ impl Collector for EngineCollector {
 }
 
 /// One counter family labelled by media class and purpose.
-fn encode_media_counters(
+fn encode_media_counters<const PURPOSES: usize>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
     media: &[shaledb::MediaStats],
-    by_purpose: impl Fn(&shaledb::MediaStats) -> [(&'static str, u64); 3],
+    by_purpose: impl Fn(&shaledb::MediaStats) -> [(&'static str, u64); PURPOSES],
 ) -> Result<(), std::fmt::Error> {
     let mut family = encoder.encode_descriptor(
         name,

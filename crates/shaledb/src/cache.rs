@@ -129,6 +129,36 @@ impl ValueCache {
         }
     }
 
+    /// Whether version `seqno` of `key` is cached; unlike a get, not a use of the entry.
+    pub fn holds(&self, kvs_id: u32, key: &[u8], seqno: u64) -> bool {
+        self.cache.as_ref().is_some_and(|cache| {
+            cache
+                .peek(&KeyRef { kvs_id, key })
+                .is_some_and(|cached| cached.seqno == seqno)
+        })
+    }
+
+    /// Calls `visit` with a copy of each key the cache holds, in no particular order
+    /// (quick_cache does not tell which entries are hot), until it returns false. quick_cache's
+    /// iterator holds one shard's read lock only while it copies one entry (the key, and a
+    /// reference to the value), so a walk of the whole cache never makes a reader or writer
+    /// wait longer than that.
+    pub fn for_each_key(&self, mut visit: impl FnMut(u32, Box<[u8]>) -> bool) {
+        if let Some(cache) = &self.cache {
+            for (key, _) in cache.iter() {
+                if !visit(key.kvs_id, key.key) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Whether the cache holds about its budget: within a 32nd of it. quick_cache splits the
+    /// budget among shards, and the fullest ones evict while the total is still a little short.
+    pub fn is_nearly_full(&self) -> bool {
+        self.weight_bytes() >= self.budget_bytes - self.budget_bytes / 32
+    }
+
     pub fn weight_bytes(&self) -> u64 {
         self.cache.as_ref().map_or(0, |cache| cache.weight())
     }
@@ -213,6 +243,41 @@ mod tests {
         assert!(
             hot_hits > 1900,
             "the hot key was evicted: {hot_hits} hits of 2000"
+        );
+    }
+
+    #[test]
+    fn its_keys_are_listed_and_it_says_when_it_is_full() {
+        let cache = ValueCache::new(64 << 10);
+        for seqno in 0..10u64 {
+            cache.insert(seqno as u32 % 2, &seqno.to_be_bytes(), seqno, Bytes::new());
+        }
+        let mut keys = Vec::new();
+        cache.for_each_key(|kvs_id, key| {
+            keys.push((kvs_id, u64::from_be_bytes((*key).try_into().unwrap())));
+            true
+        });
+        keys.sort();
+        let mut expected: Vec<(u32, u64)> =
+            (0..10u64).map(|seqno| (seqno as u32 % 2, seqno)).collect();
+        expected.sort();
+        assert_eq!(keys, expected);
+        let mut visited = 0;
+        cache.for_each_key(|_, _| {
+            visited += 1;
+            visited < 3
+        });
+        assert_eq!(visited, 3, "the walk stops when told");
+        assert!(cache.holds(1, &9u64.to_be_bytes(), 9));
+        assert!(!cache.holds(1, &9u64.to_be_bytes(), 8), "another version");
+        assert!(!cache.is_nearly_full());
+        for seqno in 10..1000u64 {
+            cache.insert(1, &seqno.to_be_bytes(), seqno, Bytes::from(vec![0u8; 1000]));
+        }
+        assert!(cache.is_nearly_full());
+        assert!(
+            ValueCache::new(0).is_nearly_full(),
+            "no cache is always full"
         );
     }
 

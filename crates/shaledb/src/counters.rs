@@ -42,6 +42,11 @@ pub struct Counters {
     pub throttled_micros: Counter,
     pub checkpoints_written: Counter,
     pub checkpoint_bytes_written: Counter,
+    /// Keys the warm-keys file listed at open, values the warming read into the cache, and
+    /// warm-keys files turned down as damaged or unexpected.
+    pub warm_keys_listed: Counter,
+    pub warm_values_read: Counter,
+    pub warm_keys_files_rejected: Counter,
 }
 
 impl Counters {

@@ -1,7 +1,8 @@
 //! [`Db`]: the public handle on one KVDB. It opens the home (locks, manifest, media
-//! directories), has the store recovered, starts the background jobs on it, and manages KVSs,
-//! batches, snapshots, transactions and maintenance; closing flushes, checkpoints, seals the
-//! active segments and releases the home.
+//! directories), has the store recovered, starts the background jobs on it (and the warming of
+//! the value cache), and manages KVSs, batches, snapshots, transactions and maintenance;
+//! closing flushes, checkpoints, saves the cache's keys, seals the active segments and releases
+//! the home.
 
 use crate::backup::{self, BackupReport};
 use crate::batch::WriteBatch;
@@ -24,7 +25,8 @@ use crate::sorter::Sorter;
 use crate::stats::Stats;
 use crate::store::{KvsState, Store};
 use crate::txn::{Transaction, TxnOptions};
-use crate::worker::{Jobs, Workers};
+use crate::warmer::Warmer;
+use crate::worker::{Jobs, Warming, Workers};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::Path;
@@ -47,6 +49,9 @@ pub struct Db {
     checkpoint_dir: std::path::PathBuf,
     recovery_report: RecoveryReport,
     workers: Mutex<Option<Workers>>,
+    warmer: Arc<Warmer>,
+    /// The thread warming the value cache, while it may still run.
+    warming: Mutex<Option<Warming>>,
 }
 
 fn validate_kvs_name(name: &str) -> Result<()> {
@@ -120,10 +125,17 @@ impl Db {
             // The index was rebuilt (or changed by a salvage): replace the checkpoint at once.
             checkpointer.write()?;
         }
+        let warmer = Arc::new(Warmer::new(store.clone(), home.path.clone(), &options));
+        // The open does not wait for the warming: it runs beside the clients' first reads.
+        let warming = if warmer.is_warming() {
+            Some(Warming::start(warmer.clone(), store.poison.clone())?)
+        } else {
+            None
+        };
         let workers = if options.read_only {
             None
         } else {
-            Some(Workers::start(Jobs {
+            let started = Workers::start(Jobs {
                 store: store.clone(),
                 cleaner: cleaner.clone(),
                 sorter: sorter.clone(),
@@ -132,7 +144,18 @@ impl Db {
                 clean: options.cleaner,
                 sort_bytes_per_sec: options.sort_bytes_per_sec,
                 capacity_dir: home.capacity_dir().to_path_buf(),
-            })?)
+                warmer: warmer.clone(),
+            });
+            match started {
+                Ok(workers) => Some(workers),
+                Err(error) => {
+                    // The warming runs already, and no `Db` will stop it at close.
+                    if let Some(warming) = warming {
+                        warming.stop();
+                    }
+                    return Err(error);
+                }
+            }
         };
         let checkpoint_dir = home.checkpoint_dir().to_path_buf();
         Ok(Db {
@@ -147,6 +170,8 @@ impl Db {
             checkpoint_dir,
             recovery_report,
             workers: Mutex::new(workers),
+            warmer,
+            warming: Mutex::new(warming),
         })
     }
 
@@ -368,10 +393,15 @@ impl Db {
 
     /// A copy of the engine's counters.
     pub fn stats(&self) -> Stats {
-        Stats::collect(self.store(), self.engine.snapshots.summary())
+        Stats::collect(
+            self.store(),
+            self.engine.snapshots.summary(),
+            self.warmer.is_warming(),
+        )
     }
 
-    /// Flushes, syncs, writes a checkpoint and releases the KVDB. Dropping the `Db` does the
+    /// Flushes, syncs, writes a checkpoint, saves the keys the value cache holds (the
+    /// warm-keys file, for the next open) and releases the KVDB. Dropping the `Db` does the
     /// same but can only log errors.
     pub fn close(self) -> Result<()> {
         self.shutdown()
@@ -381,6 +411,9 @@ impl Db {
         let Some(home) = self.home.lock().take() else {
             return Ok(());
         };
+        if let Some(warming) = self.warming.lock().take() {
+            warming.stop();
+        }
         let result = match self.workers.lock().take() {
             // Read-only: nothing was written, nothing to make durable.
             None => Ok(()),
@@ -390,6 +423,7 @@ impl Db {
                     self.store().poison.check()?;
                     self.store().heads.flush_all(true)?;
                     self.checkpointer.write()?;
+                    self.warmer.save();
                     self.store().heads.close()
                 })()
             }

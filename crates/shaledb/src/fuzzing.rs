@@ -14,6 +14,7 @@ use crate::manifest;
 use crate::media::{AlignedBuf, MediaCounters, OsStorage, ReadPurpose, SegmentFile, WritePurpose};
 use crate::record::{self, DecodeError, RecordRef, FLAG_VALUE_LZ4};
 use crate::segment::{scan_records, SegmentHeader};
+use crate::warm_keys;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -162,6 +163,36 @@ pub fn identity(bytes: &[u8]) {
     );
 }
 
+/// The warm-keys decoder: an accepted file's keys survive a rewrite, which puts them in key
+/// order, and a file already in that order re-encodes as read (a file in another order is
+/// accepted: it is only a hint).
+pub fn warm_keys(bytes: &[u8]) {
+    let path = Path::new("fuzz-warm-keys");
+    let keys = |list: &warm_keys::KeyList| -> Vec<(u32, Vec<u8>)> {
+        list.iter()
+            .map(|(kvs_id, key)| (kvs_id, key.to_vec()))
+            .collect()
+    };
+    match warm_keys::decode(bytes.to_vec(), path) {
+        Ok(list) => {
+            let read = keys(&list);
+            let mut encoder = warm_keys::Encoder::new(u64::MAX);
+            for (kvs_id, key) in &read {
+                assert!(encoder.push(*kvs_id, key[..].into()), "no bound");
+            }
+            let again = encoder.finish();
+            let mut sorted = read.clone();
+            sorted.sort();
+            let reread = warm_keys::decode(again.clone(), path).expect("a written file decodes");
+            assert_eq!(keys(&reread), sorted, "the keys survive a rewrite");
+            if sorted == read {
+                assert_eq!(again, bytes, "a file in key order re-encodes as read");
+            }
+        }
+        Err(error) => assert_eq!(error.kind(), ErrorKind::Corruption, "warm-keys: {error}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +258,14 @@ mod tests {
         std::fs::read(dir.path().join(manifest::FILE_NAME)).unwrap()
     }
 
+    fn sample_warm_keys() -> Vec<u8> {
+        let mut encoder = warm_keys::Encoder::new(1 << 20);
+        for (kvs_id, key) in [(1, &b"user:1"[..]), (2, b"k"), (1, b"user:22")] {
+            encoder.push(kvs_id, key.into());
+        }
+        encoder.finish()
+    }
+
     /// Any bytes, or a valid sample with a few bytes changed and maybe cut short.
     fn input(sample: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
         let len = sample.len();
@@ -290,6 +329,11 @@ mod tests {
         #[test]
         fn manifests_decode_safely(bytes in input(sample_manifest())) {
             manifest(&bytes);
+        }
+
+        #[test]
+        fn warm_keys_files_decode_safely(bytes in input(sample_warm_keys())) {
+            warm_keys(&bytes);
         }
 
         #[test]

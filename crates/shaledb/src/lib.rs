@@ -62,6 +62,8 @@ mod space;
 mod stats;
 mod store;
 mod txn;
+mod warm_keys;
+mod warmer;
 mod worker;
 
 pub use backup::BackupReport;

@@ -28,6 +28,9 @@ pub const SCAN_BATCH_RECORDS_MAX: usize = 64;
 /// Most scattered key ranges `Options::sort_queue_ranges` may keep waiting for the sorter (each
 /// holds a key: at most 64 MiB of keys).
 pub const SORT_QUEUE_RANGES_MAX: usize = 1 << 16;
+/// Smallest bound of the warm-keys file other than 0 (none): a page, which lists a few hundred
+/// keys.
+pub const WARM_KEYS_BYTES_MIN: u64 = PAGE_BYTES as u64;
 
 const _: () = assert!(SEGMENT_BYTES_MIN >= SEGMENT_HEADER_BYTES + RECORD_BYTES_MAX as u64);
 const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);

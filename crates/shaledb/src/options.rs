@@ -58,6 +58,26 @@ pub struct Options {
     /// Also put each written value in the value cache, so reads of recent writes need no device
     /// read (YCSB A/D, read-after-write). Default true.
     pub cache_writes: bool,
+    /// Most bytes of the warm-keys file (`HOME/warm-keys`): the keys the value cache holds,
+    /// saved at a clean close and every `warm_keys_save_interval`, so the next open can warm
+    /// the cache from them (`warm_reads_per_sec`). `None` (the default): a quarter of
+    /// `cache_bytes`, which lists a full cache whenever values are at least three times as long
+    /// as keys (a key costs the file its bytes plus 6, the cache its bytes, its value's and
+    /// 64). `Some(0)`: no file is written or read; any other bound is at least 4096.
+    pub warm_keys_max_bytes: Option<u64>,
+    /// How often an open KVDB saves the warm-keys file besides at close, so that after a crash
+    /// the next open still warms from a recent list; zero: only at close. Default 60 s. The file
+    /// is not rewritten while neither reads nor writes changed the cache, nor while the warming
+    /// from it is still running (it still lists what was hot before this open). A read-only
+    /// open never writes it.
+    pub warm_keys_save_interval: Duration,
+    /// At open, a background job reads the values of the keys the warm-keys file lists into
+    /// the value cache, at most this many keys a second, until the list is done, the cache is
+    /// full or the KVDB closes; the open does not wait for it. 0 turns warming off (the file
+    /// is still saved). Default 50,000. The file is a hint: a damaged, cut or unexpected one is
+    /// logged (a warning naming it and why), counted in `Stats::warm_keys_files_rejected` and
+    /// ignored, and a listed key that no longer exists is skipped.
+    pub warm_reads_per_sec: u64,
     /// Size of a segment file. Larger segments mean fewer files; smaller ones let the cleaner
     /// free space in finer steps. Default 64 MiB.
     pub segment_bytes: u64,
@@ -143,6 +163,9 @@ impl Default for Options {
             durability: Durability::default(),
             cache_bytes: 256 << 20,
             cache_writes: true,
+            warm_keys_max_bytes: None,
+            warm_keys_save_interval: Duration::from_secs(60),
+            warm_reads_per_sec: 50_000,
             segment_bytes: 64 << 20,
             write_buffer_bytes: 8 << 20,
             flush_chunk_bytes: 1 << 20,
@@ -181,6 +204,17 @@ impl Options {
         self.batch_bytes_max
             .min(self.segment_bytes - limits::SEGMENT_HEADER_BYTES)
             .min(self.write_buffer_bytes.saturating_sub(limits::PAGE_BYTES) as u64)
+    }
+
+    /// Most bytes of the warm-keys file: `warm_keys_max_bytes`, or a quarter of the cache; 0
+    /// (no file) without a cache, or where that quarter is less than the smallest bound.
+    pub(crate) fn warm_keys_bytes_limit(&self) -> u64 {
+        let bytes = self.warm_keys_max_bytes.unwrap_or(self.cache_bytes / 4);
+        if self.cache_bytes == 0 || bytes < limits::WARM_KEYS_BYTES_MIN {
+            0
+        } else {
+            bytes
+        }
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -227,6 +261,14 @@ impl Options {
                 self.sort_queue_ranges,
                 limits::SORT_QUEUE_RANGES_MAX
             ));
+        }
+        if let Some(bytes @ 1..) = self.warm_keys_max_bytes {
+            if bytes < limits::WARM_KEYS_BYTES_MIN {
+                return invalid(format!(
+                    "warm_keys_max_bytes {bytes} must be 0 (no warm-keys file) or at least {}",
+                    limits::WARM_KEYS_BYTES_MIN
+                ));
+            }
         }
         if self.batch_bytes_max == 0 {
             return invalid("batch_bytes_max must be positive".into());

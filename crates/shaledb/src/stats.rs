@@ -18,6 +18,8 @@ pub struct MediaStats {
     pub bytes_read_by_gets: u64,
     pub bytes_read_by_scans: u64,
     pub bytes_read_by_cleaning: u64,
+    /// Read by the warming of the value cache after an open.
+    pub bytes_read_by_warming: u64,
     /// Device reads made by scans (batched reads of records lying close together count once).
     pub reads_by_scans: u64,
     /// Bytes of segment files on this class.
@@ -53,6 +55,16 @@ pub struct Stats {
     /// Bytes of values held in the value cache, and its budget.
     pub cache_bytes: u64,
     pub cache_bytes_budget: u64,
+    /// Warming the value cache from the warm-keys file at open (`Options::warm_reads_per_sec`):
+    /// whether it is still running, the keys the file listed, and the values it read into the
+    /// cache (these reads count in no other get or cache counter).
+    pub warming: bool,
+    pub warm_keys_listed: u64,
+    pub warm_values_read: u64,
+    /// Warm-keys files turned down at open as damaged, cut short or unexpected (0 or 1: the
+    /// file is read once; the warning logged names it and says why). Harmless: the cache then
+    /// warms from client reads.
+    pub warm_keys_files_rejected: u64,
     /// Keys in all indexes (newest versions only).
     pub index_keys: u64,
     /// Estimated DRAM held by the indexes (see `docs/ARCHITECTURE.md` for the formula).
@@ -91,8 +103,9 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// A copy of `store`'s counters now; `snapshots` is the registry's (open, oldest age secs).
-    pub(crate) fn collect(store: &Store, snapshots: (u64, f64)) -> Stats {
+    /// A copy of `store`'s counters now; `snapshots` is the registry's (open, oldest age secs),
+    /// `warming` whether the cache's warming is still running.
+    pub(crate) fn collect(store: &Store, snapshots: (u64, f64), warming: bool) -> Stats {
         let segments = store.segments.all();
         let mut media: Vec<MediaStats> = MediaClass::ALL
             .iter()
@@ -109,6 +122,7 @@ impl Stats {
                     bytes_read_by_gets: counters.read(ReadPurpose::Get),
                     bytes_read_by_scans: counters.read(ReadPurpose::Scan),
                     bytes_read_by_cleaning: counters.read(ReadPurpose::Cleaning),
+                    bytes_read_by_warming: counters.read(ReadPurpose::Warming),
                     reads_by_scans: counters.read_ops(ReadPurpose::Scan),
                     ..MediaStats::default()
                 }
@@ -153,6 +167,10 @@ impl Stats {
             write_buffer_hits: counters.write_buffer_hits.get(),
             cache_bytes: store.cache.weight_bytes(),
             cache_bytes_budget: store.cache.budget_bytes(),
+            warming,
+            warm_keys_listed: counters.warm_keys_listed.get(),
+            warm_values_read: counters.warm_values_read.get(),
+            warm_keys_files_rejected: counters.warm_keys_files_rejected.get(),
             index_keys,
             index_bytes,
             live_bytes,

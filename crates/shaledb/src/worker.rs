@@ -1,7 +1,7 @@
 //! Background workers: the flusher (writes full chunks, and fdatasyncs on the durability
-//! interval) and maintenance (cleaner steps, sorting within its byte rate, and periodic
-//! checkpoints). A panic or error in a worker poisons the KVDB rather than leaving it silently
-//! degraded.
+//! interval), maintenance (cleaner steps, sorting within its byte rate, periodic checkpoints
+//! and saves of the warm-keys file), and the warming of the value cache after an open. A panic
+//! or error in a worker poisons the KVDB rather than leaving it silently degraded.
 
 use crate::checkpointer::Checkpointer;
 use crate::error::{Error, Result};
@@ -12,6 +12,7 @@ use crate::poison::Poison;
 use crate::segment::HeadKind;
 use crate::sorter::Sorter;
 use crate::store::Store;
+use crate::warmer::Warmer;
 use parking_lot::{Condvar, Mutex};
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -63,6 +64,8 @@ pub struct Jobs {
     pub sort_bytes_per_sec: u64,
     /// The capacity class's directory, whose free space bounds the space budget.
     pub capacity_dir: PathBuf,
+    /// Saves the keys the value cache holds, for the next open.
+    pub warmer: Arc<Warmer>,
 }
 
 pub struct Workers {
@@ -128,6 +131,39 @@ impl Workers {
         for handle in self.handles {
             let _ = handle.join();
         }
+    }
+}
+
+/// The thread that warms the value cache after an open ([`Warmer::warm`]); it ends by itself
+/// once warming is done. Read-only opens warm too: warming only reads.
+pub struct Warming {
+    stop: Arc<StopSignal>,
+    handle: JoinHandle<()>,
+}
+
+impl Warming {
+    pub fn start(warmer: Arc<Warmer>, poison: Arc<Poison>) -> Result<Self> {
+        let stop = Arc::new(StopSignal::default());
+        let handle = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("shaledb-warming".into())
+                .spawn(move || {
+                    guarded(&poison, "warming", || {
+                        warmer.warm(|period| stop.sleep(period));
+                        Ok(())
+                    })
+                })
+                .map_err(|error| Error::io("start the warming thread", error))?
+        };
+        Ok(Warming { stop, handle })
+    }
+
+    /// Stops the warming if it still runs, and waits for it.
+    pub fn stop(self) {
+        *self.stop.stopped.lock() = true;
+        self.stop.wake.notify_all();
+        let _ = self.handle.join();
     }
 }
 
@@ -210,6 +246,7 @@ fn run_maintenance(jobs: &Jobs, stop: &StopSignal) {
             if jobs.checkpointer.is_due() {
                 jobs.checkpointer.write()?;
             }
+            jobs.warmer.save_if_due();
             Ok(())
         });
     }

@@ -1,5 +1,5 @@
 //! Bytes moved to and from one media class, by why they moved (client writes, cleaning,
-//! checkpoints; gets, scans, cleaning, other reads).
+//! checkpoints; gets, scans, cleaning, warming the cache, other reads).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,14 +19,18 @@ pub enum ReadPurpose {
     Cleaning = 2,
     /// Recovery, check and headers.
     Other = 3,
+    /// Warming the value cache at open: reading back the values it held before.
+    Warming = 4,
 }
+
+const READ_PURPOSES: usize = 5;
 
 /// Bytes moved to and from one media class, by purpose, and the device reads that moved them.
 #[derive(Debug, Default)]
 pub struct MediaCounters {
     written: [AtomicU64; 3],
-    read: [AtomicU64; 4],
-    read_ops: [AtomicU64; 4],
+    read: [AtomicU64; READ_PURPOSES],
+    read_ops: [AtomicU64; READ_PURPOSES],
 }
 
 impl MediaCounters {

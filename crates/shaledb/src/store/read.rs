@@ -5,6 +5,7 @@
 use super::kvs_set::KvsState;
 use super::scattered::is_scattered;
 use super::Store;
+use crate::counters::Counter;
 use crate::error::{Error, Result};
 use crate::index::Entry;
 use crate::media::{read_exact_batch, ExactRead, ReadPurpose};
@@ -86,7 +87,7 @@ impl Store {
         entry: Entry,
         purpose: ReadPurpose,
     ) -> Result<Option<Bytes>> {
-        let segment = match self.find_value(kvs_id, key, entry)? {
+        let segment = match self.find_value(kvs_id, key, entry, purpose)? {
             Found::Value(value) => return Ok(Some(value)),
             Found::Moved => return Ok(None),
             Found::OnDevice(segment) => segment,
@@ -119,7 +120,7 @@ impl Store {
         let mut results: Vec<Result<Option<Bytes>>> = Vec::with_capacity(versions.len());
         let mut on_device = Vec::new();
         for (index, &(key, entry)) in versions.iter().enumerate() {
-            results.push(match self.find_value(kvs_id, key, entry) {
+            results.push(match self.find_value(kvs_id, key, entry, purpose) {
                 Ok(Found::OnDevice(segment)) => {
                     on_device.push((index, segment));
                     Ok(None)
@@ -157,23 +158,36 @@ impl Store {
     }
 
     /// Where the value of `entry` is: in DRAM (the cache or a write buffer), gone with its freed
-    /// segment, or to be read from the device.
-    fn find_value(&self, kvs_id: u32, key: &[u8], entry: Entry) -> Result<Found> {
+    /// segment, or to be read from the device. Counted as the clients' reads, except warming's:
+    /// no client asked for those, and the cache's hit ratio and device reads per get would
+    /// otherwise count them.
+    fn find_value(
+        &self,
+        kvs_id: u32,
+        key: &[u8],
+        entry: Entry,
+        purpose: ReadPurpose,
+    ) -> Result<Found> {
+        let count = |counter: &Counter| {
+            if purpose != ReadPurpose::Warming {
+                counter.add(1);
+            }
+        };
         if let Some(value) = self.cache.get(kvs_id, key, entry.seqno) {
-            self.counters.cache_hits.add(1);
+            count(&self.counters.cache_hits);
             return Ok(Found::Value(value));
         }
-        self.counters.cache_misses.add(1);
+        count(&self.counters.cache_misses);
         let Some(segment) = self.segments.get(entry.location.segment) else {
             return Ok(Found::Moved);
         };
         if let Some(bytes) = self.heads.read_buffered(&segment, entry.location) {
-            self.counters.write_buffer_hits.add(1);
+            count(&self.counters.write_buffer_hits);
             return self
                 .checked_value(&segment, kvs_id, key, entry, &bytes)
                 .map(Found::Value);
         }
-        self.counters.get_device_reads.add(1);
+        count(&self.counters.get_device_reads);
         Ok(Found::OnDevice(segment))
     }
 
