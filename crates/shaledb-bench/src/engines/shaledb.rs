@@ -9,7 +9,7 @@ pub const SPEC: EngineSpec = EngineSpec {
     direct_io: true,
     describe: |config| {
         format!(
-            "ShaleDB {}: value cache {} MiB, durability interval 100 ms, 64 MiB segments, O_DIRECT, {}",
+            "ShaleDB {}: value cache {} MiB, durability interval 100 ms, 64 MiB segments, O_DIRECT, no cache warming after reopen, {}",
             env!("CARGO_PKG_VERSION"),
             config.cache_bytes >> 20,
             match config.compression {
@@ -33,6 +33,9 @@ impl ShaleEngine {
     fn open(config: &EngineConfig) -> Result<Self> {
         let options = shaledb::Options {
             cache_bytes: config.cache_bytes,
+            // Every engine starts each workload with the cache its own reopen leaves: no
+            // warm-keys file, as the peers have none (like for like; the server uses one).
+            warm_keys_max_bytes: Some(0),
             ..shaledb::Options::default()
         };
         let db = shaledb::Db::open(&config.dir, options)?;
