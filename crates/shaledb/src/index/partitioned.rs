@@ -5,6 +5,7 @@
 
 use super::entry::{Entry, Key};
 use super::kvs_index::KvsIndex;
+use crate::bounds::prefix_bounds;
 use crate::key_groups::KeyGroups;
 use parking_lot::{RwLock, RwLockWriteGuard};
 use std::ops::Bound;
@@ -106,18 +107,14 @@ impl PartitionedIndex {
             return None;
         };
         let group = self.groups.group_of(lower)?;
-        // The least key past every key starting with `group`: `group` with its trailing 0xff
-        // bytes dropped and its last byte then incremented; none if it is all 0xff.
-        let past_group = group.iter().rposition(|&byte| byte != 0xff).map(|last| {
-            let mut past = group[..=last].to_vec();
-            past[last] += 1;
-            past
-        });
-        let within = match (past_group, upper) {
-            (None, _) => true,
-            (Some(_), Bound::Unbounded) => false,
-            (Some(past), Bound::Included(upper)) => upper < past.as_slice(),
-            (Some(past), Bound::Excluded(upper)) => upper <= past.as_slice(),
+        // Past the group's keys starts its prefix's successor; an all-0xff group has none.
+        let Bound::Excluded(past_group) = prefix_bounds(group).1 else {
+            return Some(self.part(group));
+        };
+        let within = match upper {
+            Bound::Unbounded => false,
+            Bound::Included(upper) => upper < past_group.as_slice(),
+            Bound::Excluded(upper) => upper <= past_group.as_slice(),
         };
         within.then(|| self.part(group))
     }

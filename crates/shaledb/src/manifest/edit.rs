@@ -325,11 +325,7 @@ fn key_groups(reader: &mut ByteReader<'_>) -> Result<KeyGroups> {
         },
         _ => return Err(reader.corrupt("manifest: unknown key groups")),
     };
-    let options = KvsOptions {
-        key_groups: groups,
-        ..KvsOptions::default()
-    };
-    options
+    groups
         .validate()
         .map_err(|_| reader.corrupt("manifest: key groups out of range"))?;
     Ok(groups)
