@@ -77,6 +77,23 @@ impl<'a> ByteReader<'a> {
     }
 }
 
+/// The bytes of a file that ends with the crc32c of all before it, once that checksum matches:
+/// a file shorter than the checksum or whose checksum differs is a `Corruption` naming `what`.
+pub fn checksummed_body<'a>(bytes: &'a [u8], path: &Path, what: &str) -> Result<&'a [u8]> {
+    let Some(body_len) = bytes.len().checked_sub(4) else {
+        return Err(Error::corruption(path, 0, format!("{what} too short")));
+    };
+    let (body, crc) = bytes.split_at(body_len);
+    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+        return Err(Error::corruption(
+            path,
+            body_len as u64,
+            format!("{what} checksum mismatch"),
+        ));
+    }
+    Ok(body)
+}
+
 /// Appends fixed-width little-endian fields.
 pub trait PutBytes {
     fn put_u8(&mut self, value: u8);

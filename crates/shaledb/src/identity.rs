@@ -9,7 +9,7 @@
 //! u32 crc32c of every byte before it
 //! ```
 
-use crate::codec::{ByteReader, PutBytes};
+use crate::codec::{checksummed_body, ByteReader, PutBytes};
 use crate::error::{Error, Result};
 use crate::media::{replace_file_durably, MediaClass};
 use std::ffi::OsStr;
@@ -60,18 +60,7 @@ impl Identity {
 }
 
 pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Identity> {
-    if bytes.len() < 4 {
-        return Err(Error::corruption(path, 0, "identity file too short"));
-    }
-    let body = &bytes[..bytes.len() - 4];
-    let crc = u32::from_le_bytes(bytes[body.len()..].try_into().expect("4 bytes"));
-    if crc32c::crc32c(body) != crc {
-        return Err(Error::corruption(
-            path,
-            body.len() as u64,
-            "identity file checksum mismatch",
-        ));
-    }
+    let body = checksummed_body(bytes, path, "identity file")?;
     let mut reader = ByteReader::new(body, path, "identity file", 0);
     if reader.take(MAGIC.len())? != MAGIC {
         return Err(Error::corruption(

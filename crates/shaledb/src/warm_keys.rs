@@ -18,7 +18,7 @@
 //! `Corruption` naming the file and what is wrong, which the caller logs and counts), and never
 //! fails an open.
 
-use crate::codec::{ByteReader, PutBytes};
+use crate::codec::{checksummed_body, ByteReader, PutBytes};
 use crate::error::{Error, Result};
 use crate::limits::{KEY_BYTES_MAX, WARM_KEYS_BYTES_MIN};
 use crate::media::replace_file_durably;
@@ -168,15 +168,7 @@ pub(crate) fn decode(bytes: Vec<u8>, path: &Path) -> Result<KeyList> {
     if bytes.len() < EMPTY_FILE_BYTES {
         return Err(reader.corrupt("warm-keys file ends early"));
     }
-    let body = &bytes[..bytes.len() - CRC_BYTES];
-    let crc = u32::from_le_bytes(bytes[body.len()..].try_into().expect("4 bytes"));
-    if crc32c::crc32c(body) != crc {
-        return Err(Error::corruption(
-            path,
-            body.len() as u64,
-            "warm-keys file checksum mismatch",
-        ));
-    }
+    let body = checksummed_body(&bytes, path, "warm-keys file")?;
     let mut reader = ByteReader::new(&body[HEADER_BYTES..], path, "warm-keys file", 16);
     if count as usize > (body.len() - HEADER_BYTES) / RECORD_BYTES_MIN {
         return Err(Error::corruption(
