@@ -170,8 +170,10 @@ impl View<'_, '_> {
             SetExpiry::Keep => old_expiry,
             SetExpiry::At(at) => Some(at),
         };
-        let chunked = self.record_exists(&header)?;
-        if chunked || self.record_exists(&record)? {
+        // A key holds a short string's record or a long one's header, never both.
+        let short = self.record_exists(&record)?;
+        let chunked = !short && self.record_exists(&header)?;
+        if short || chunked {
             // A string (live or past its time) is overwritten in place: the key stays counted.
             self.write_expiry(key, old_expiry, new_expiry)?;
             if chunked {
