@@ -434,3 +434,22 @@ fn a_wrong_or_missing_layout_record_is_refused_at_open() {
         DATABASE_KEY,
     );
 }
+
+#[test]
+fn a_record_of_another_type_among_a_hashs_fields() {
+    // HGETALL reads the key's records in one range (its type from the first): a set member
+    // after the hash's fields is named, not skipped.
+    let mut server = Server::new();
+    assert!(same(
+        &server.call(&["HSET", "h", "f", "v"]),
+        &Reply::Integer(1)
+    ));
+    let record = record_key(b"h", tag::SET_MEMBER, b"m").unwrap();
+    server.put(&record, b"");
+    assert_all_damaged(
+        &mut server,
+        &[&["HGETALL", "h"]],
+        "a record of another type than the key's first",
+        &record,
+    );
+}

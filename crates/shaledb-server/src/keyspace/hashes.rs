@@ -13,15 +13,6 @@ impl View<'_, '_> {
 
     /// Every field and value, in field order.
     pub fn hash_all(&self, key: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        if !self.check_type(key, KeyType::Hash)? {
-            return Ok(Vec::new());
-        }
-        let prefix_len = record_key(key, tag::HASH_FIELD, &[])?.len();
-        let mut pairs = Vec::new();
-        for item in self.members(key, tag::HASH_FIELD, true)? {
-            let (record, value) = item?;
-            pairs.push((record.slice(prefix_len..), value));
-        }
-        Ok(pairs)
+        self.members_with_values(key, KeyType::Hash)
     }
 }

@@ -333,6 +333,47 @@ impl<'t, 's> View<'t, 's> {
         ))
     }
 
+    /// Every member of the collection `key` (a `kind`) with its value, in byte order; empty
+    /// when the key is missing or past its expiry. One range read over all of the key's
+    /// records gives its type (its first record's tag), its members and its expiry (tag
+    /// `EXPIRY` sorts after every other), where a type check first would seek the key twice.
+    pub fn members_with_values(&self, key: &[u8], kind: KeyType) -> Result<Vec<(Bytes, Bytes)>> {
+        let member_tag = member_tag(kind)?;
+        let prefix_len = base(key).len();
+        let mut members = Vec::new();
+        let mut first = true;
+        for item in self.records(base(key), key_end(key), true) {
+            let (record, value) = item?;
+            let record_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
+            let is_first = std::mem::replace(&mut first, false);
+            if record_tag == tag::EXPIRY && !is_first {
+                if record_u64(&record, &value, "an expiry time")? <= super::now_ms() {
+                    return Ok(Vec::new());
+                }
+                continue;
+            }
+            // A key holding nothing but its expiry is damage, as `stored_type` says.
+            let found = type_of_tag(record_tag, &record)?;
+            if found != kind {
+                if !is_first {
+                    return Err(damaged(
+                        "a record of another type than the key's first",
+                        &record,
+                    ));
+                }
+                // Past its expiry a key of another type reads as missing, not WRONGTYPE.
+                if self.has_expired(key)? {
+                    return Ok(Vec::new());
+                }
+                return Err(super::Failure::WrongType);
+            }
+            if record_tag == member_tag {
+                members.push((record.slice(prefix_len + 1..), value));
+            }
+        }
+        Ok(members)
+    }
+
     /// Whether the collection `key` (a `kind`: hash, set or sorted set) has `member`.
     pub fn has_member(&self, key: &[u8], kind: KeyType, member: &[u8]) -> Result<bool> {
         let found = self.record_exists(&record_key(key, member_tag(kind)?, member)?)?;
