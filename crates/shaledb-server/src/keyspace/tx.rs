@@ -1016,6 +1016,74 @@ mod tests {
     }
 
     #[test]
+    fn members_with_values_reads_as_a_type_check_then_a_range_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let fields = [
+            (Bytes::from("a"), Bytes::from("1")),
+            (Bytes::from("b"), Bytes::from("2")),
+        ];
+        let far = u64::MAX / 2;
+        let mut tx = Tx::new(spaces);
+        let mut view = tx.on(0);
+        for key in [&b"hash"[..], b"lasting", b"expired"] {
+            view.put_members(key, KeyType::Hash, &fields, false)
+                .unwrap();
+        }
+        view.write_expiry(b"lasting", None, Some(far)).unwrap();
+        view.write_expiry(b"expired", None, Some(1)).unwrap();
+        view.set_string(b"string", &b"v"[..], SetExpiry::Clear)
+            .unwrap();
+        view.set_string(b"old string", &b"v"[..], SetExpiry::At(1))
+            .unwrap();
+        let keys: [&[u8]; 6] = [
+            b"hash",
+            b"lasting",
+            b"expired",
+            b"string",
+            b"old string",
+            b"missing",
+        ];
+        // Through the uncommitted writes, then committed.
+        for round in 0..2 {
+            let view = tx.on(0);
+            for key in keys {
+                let fused = view.members_with_values(key, KeyType::Hash);
+                let separate = view.check_type(key, KeyType::Hash).and_then(|live| {
+                    if !live {
+                        return Ok(Vec::new());
+                    }
+                    let prefix_len = record_key(key, tag::HASH_FIELD, &[])?.len();
+                    let mut pairs = Vec::new();
+                    for item in view.members(key, tag::HASH_FIELD, true)? {
+                        let (record, value) = item?;
+                        pairs.push((record.slice(prefix_len..), value));
+                    }
+                    Ok(pairs)
+                });
+                assert_eq!(
+                    format!("{fused:?}"),
+                    format!("{separate:?}"),
+                    "key {key:?}, round {round}"
+                );
+            }
+            let expected: Vec<(Bytes, Bytes)> = fields.to_vec();
+            assert_eq!(
+                view.members_with_values(b"lasting", KeyType::Hash).unwrap(),
+                expected
+            );
+            assert!(matches!(
+                view.members_with_values(b"string", KeyType::Hash),
+                Err(super::super::Failure::WrongType)
+            ));
+            std::mem::replace(&mut tx, Tx::new(spaces))
+                .commit()
+                .unwrap();
+        }
+    }
+
+    #[test]
     fn a_rollback_undoes_exactly_what_came_after_its_savepoint() {
         let dir = tempfile::tempdir().unwrap();
         let (_db, keyspace) = open(dir.path());
