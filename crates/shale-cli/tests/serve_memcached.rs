@@ -284,16 +284,7 @@ fn memcached_limits_hold() {
 fn memcached_commands_reply_as_memcached_does() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("db"), &["--memcached", "127.0.0.1:0"]);
-    let address = server
-        .startup_logs
-        .iter()
-        .find_map(|line| {
-            let event: serde_json::Value = serde_json::from_str(line).unwrap();
-            (event["message"] == "memcached listening")
-                .then(|| event["address"].as_str().unwrap().to_string())
-        })
-        .expect("the server logs its memcached address");
-    let mut stream = TcpStream::connect(address).unwrap();
+    let mut stream = TcpStream::connect(memcached_address(&server)).unwrap();
     let long_key = "k".repeat(251);
     let mut cas = "0".to_string();
     let mut differences = Vec::new();
@@ -317,4 +308,32 @@ fn memcached_commands_reply_as_memcached_does() {
         }
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+#[test]
+fn a_delayed_flush_all_empties_the_cache_when_its_time_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--memcached", "127.0.0.1:0"]);
+    let mut stream = TcpStream::connect(memcached_address(&server)).unwrap();
+    let mut exchange = |command: &str| {
+        stream.write_all(command.as_bytes()).unwrap();
+        String::from_utf8(read_reply(&mut stream)).unwrap()
+    };
+    assert_eq!(exchange("set k 0 0 1\r\nv\r\n"), "STORED\r\n");
+    // memcached counts the delay less a second: 1 flushes at once, 2 within a second.
+    assert_eq!(exchange("flush_all 1\r\n"), "OK\r\n");
+    assert_eq!(exchange("get k\r\n"), "END\r\n");
+    assert_eq!(exchange("set k 0 0 1\r\nv\r\n"), "STORED\r\n");
+    assert_eq!(exchange("flush_all 2\r\n"), "OK\r\n");
+    assert_eq!(exchange("get k\r\n"), "VALUE k 0 1\r\nv\r\nEND\r\n");
+    // Stored before the flush's time: flushed with the rest, as memcached does.
+    assert_eq!(exchange("set later 0 0 1\r\nw\r\n"), "STORED\r\n");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(exchange("get k later\r\n"), "END\r\n");
+    assert_eq!(exchange("set after 0 0 1\r\nx\r\n"), "STORED\r\n");
+    assert_eq!(exchange("get after\r\n"), "VALUE after 0 1\r\nx\r\nEND\r\n");
+    assert_eq!(
+        exchange("flush_all x\r\n"),
+        "CLIENT_ERROR invalid exptime argument\r\n"
+    );
 }

@@ -208,6 +208,10 @@ fn run(memcached: &Memcached, tokens: &[Bytes], data: Option<Bytes>, out: &mut B
         return false;
     };
     let args = &tokens[1..];
+    if let Err(error) = memcached.items.flush_if_due() {
+        report(error, out);
+        return false;
+    }
     let result = match &name[..] {
         b"get" => retrieve(memcached, args, false, None, out),
         b"gets" => retrieve(memcached, args, true, None, out),
@@ -251,16 +255,21 @@ fn run(memcached: &Memcached, tokens: &[Bytes], data: Option<Bytes>, out: &mut B
         _ => answer(out, ERROR),
     };
     if let Err(error) = result {
-        let message = match error {
-            ItemError::Damaged(what) => format!("SERVER_ERROR damaged data: {what}"),
-            ItemError::Engine(error) if error.kind() == shaledb::ErrorKind::NoSpace => {
-                "SERVER_ERROR out of memory storing object".to_string()
-            }
-            ItemError::Engine(error) => format!("SERVER_ERROR storage engine: {error}"),
-        };
-        let _ = write!(Text(out), "{}\r\n", message.replace(['\r', '\n'], " "));
+        report(error, out);
     }
     false
+}
+
+/// Appends the SERVER_ERROR line that answers a failed command.
+fn report(error: ItemError, out: &mut BytesMut) {
+    let message = match error {
+        ItemError::Damaged(what) => format!("SERVER_ERROR damaged data: {what}"),
+        ItemError::Engine(error) if error.kind() == shaledb::ErrorKind::NoSpace => {
+            "SERVER_ERROR out of memory storing object".to_string()
+        }
+        ItemError::Engine(error) => format!("SERVER_ERROR storage engine: {error}"),
+    };
+    let _ = write!(Text(out), "{}\r\n", message.replace(['\r', '\n'], " "));
 }
 
 fn version() -> String {
@@ -511,7 +520,7 @@ fn flush_all(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outco
         [delay] => match parse::<i64>(delay) {
             Some(delay) => delay,
             None => {
-                reply(out, BAD_FORMAT);
+                reply(out, "CLIENT_ERROR invalid exptime argument\r\n");
                 return Ok(());
             }
         },
@@ -520,15 +529,14 @@ fn flush_all(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outco
             return Ok(());
         }
     };
-    if delay > 0 {
-        // Not built: memcached invalidates at a later time; refusing beats flushing now.
-        reply(
-            out,
-            "CLIENT_ERROR flush_all with a delay is not supported by ShaleDB\r\n",
-        );
-        return Ok(());
-    }
-    memcached.items.flush()?;
+    // Like an exptime (up to 30 days relative, more an absolute unix time; 0 or less: now),
+    // less a second, as memcached 1.6 counts it: `flush_all 1` flushes at once.
+    let at = if delay > 0 {
+        expiry_of(delay).saturating_sub(1000)
+    } else {
+        0
+    };
+    memcached.items.flush_at(at)?;
     if !noreply {
         reply(out, "OK\r\n");
     }

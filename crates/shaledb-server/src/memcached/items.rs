@@ -89,6 +89,18 @@ impl Item {
     }
 }
 
+impl Drop for Items {
+    fn drop(&mut self) {
+        let at = self.flush_at.load(Ordering::Acquire);
+        if at != 0 {
+            tracing::warn!(
+                flush_at_unix_ms = at,
+                "a delayed memcached flush_all was not due yet and is cancelled by the stop"
+            );
+        }
+    }
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -145,6 +157,9 @@ pub struct Items {
     kvs: Kvs,
     stripes: Vec<Mutex<()>>,
     next_cas: AtomicU64,
+    /// When a delayed `flush_all` is due, in unix ms (0: none). Held in memory, as memcached
+    /// holds it: a restart before then cancels it (a clean stop logs that).
+    flush_at: AtomicU64,
 }
 
 impl Items {
@@ -159,6 +174,7 @@ impl Items {
             kvs,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             next_cas: AtomicU64::new(start),
+            flush_at: AtomicU64::new(0),
         }
     }
 
@@ -301,9 +317,37 @@ impl Items {
         Ok(Some(item))
     }
 
+    /// `flush_all`: deletes every item now (`at_ms` not in the future), or once `at_ms` (unix
+    /// ms) has come; either replaces a delayed flush not yet done, as in memcached.
+    pub fn flush_at(&self, at_ms: u64) -> Result<()> {
+        if at_ms > now_ms() {
+            self.flush_at.store(at_ms, Ordering::Release);
+            return Ok(());
+        }
+        self.flush_at.store(0, Ordering::Release);
+        self.flush()
+    }
+
+    /// Runs a delayed flush whose time has come: before every command (so none reads an item
+    /// it removes) and from the expirer (so an idle server flushes too).
+    pub fn flush_if_due(&self) -> Result<()> {
+        let at = self.flush_at.load(Ordering::Acquire);
+        if at == 0 || now_ms() < at {
+            return Ok(());
+        }
+        if self
+            .flush_at
+            .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Deletes every item, in one batch: one prefix delete per byte a key may start with (the
     /// engine takes no empty prefix).
-    pub fn flush(&self) -> Result<()> {
+    fn flush(&self) -> Result<()> {
         let mut batch = WriteBatch::new();
         for first in 0..=u8::MAX {
             batch.prefix_delete(&self.kvs, [first]);
@@ -353,6 +397,37 @@ mod tests {
         let db = Arc::new(Db::open(path, shaledb::Options::default()).unwrap());
         let kvs = db.kvs("memcached").unwrap();
         Items::new(db, kvs)
+    }
+
+    #[test]
+    fn a_delayed_flush_waits_for_its_time_and_a_later_flush_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = open(dir.path());
+        let store = |key: &[u8]| {
+            items
+                .store(key, Mode::Set, 0, 0, Bytes::from_static(b"x"))
+                .unwrap();
+        };
+        let held = |key: &[u8]| items.get(key).unwrap().is_some();
+        store(b"a");
+        items.flush_at(now_ms() + 60_000).unwrap();
+        items.flush_if_due().unwrap();
+        assert!(held(b"a"), "flushed before its time");
+        // A later flush_all replaces it; what is stored before its time goes too, as in
+        // memcached.
+        items.flush_at(now_ms() + 100).unwrap();
+        store(b"b");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        items.flush_if_due().unwrap();
+        assert!(!held(b"a") && !held(b"b"), "not flushed once due");
+        store(b"c");
+        items.flush_if_due().unwrap();
+        assert!(held(b"c"), "a flush that was done ran again");
+        // An immediate flush replaces a delayed one still pending.
+        items.flush_at(now_ms() + 60_000).unwrap();
+        items.flush_at(0).unwrap();
+        assert!(!held(b"c"));
+        assert_eq!(items.flush_at.load(Ordering::Acquire), 0, "still pending");
     }
 
     #[test]

@@ -85,7 +85,8 @@ pub async fn serve(
 }
 
 /// Deletes expired items in the background, a bounded number of records per step, off the
-/// network threads (reads of expired items already answer a miss).
+/// network threads (reads of expired items already answer a miss), and runs a delayed
+/// `flush_all` when its time comes on a server no client is talking to.
 async fn expire_items(memcached: Arc<Memcached>) {
     let mut ticker = tokio::time::interval(EXPIRE_PERIOD);
     let mut resume = Vec::new();
@@ -93,9 +94,11 @@ async fn expire_items(memcached: Arc<Memcached>) {
         ticker.tick().await;
         let worker = memcached.clone();
         let from = std::mem::take(&mut resume);
-        let step =
-            tokio::task::spawn_blocking(move || worker.items.expire(&from, EXPIRE_BATCH_RECORDS))
-                .await;
+        let step = tokio::task::spawn_blocking(move || {
+            worker.items.flush_if_due()?;
+            worker.items.expire(&from, EXPIRE_BATCH_RECORDS)
+        })
+        .await;
         match step {
             Ok(Ok((_, next))) => resume = next.unwrap_or_default(),
             Ok(Err(error)) => tracing::error!(?error, "expiring memcached items failed"),
