@@ -138,6 +138,28 @@ const SCRIPT: &[(&[u8], &[u8])] = &[
     (b"ma cnt q\r\nmn\r\n", b"MN\r\n"),
     (b"ma cnt v t\r\n", b"VA 1 t-1\r\n2\r\n"),
     (b"mg m1 z\r\n", b"CLIENT_ERROR invalid flag\r\n"),
+    // b: the key token is base64 (here of "bin\0key \x01"); k returns the token, then b.
+    (b"ms YmluAGtleSAB 2 b\r\nhi\r\n", b"HD\r\n"),
+    (
+        b"ms YmluAGtleSAB 2 b k c\r\nhi\r\n",
+        b"HD kYmluAGtleSAB b c2\r\n",
+    ),
+    (
+        b"mg YmluAGtleSAB b k v s\r\n",
+        b"VA 2 kYmluAGtleSAB b s2\r\nhi\r\n",
+    ),
+    (b"mg YmluAGtleSAB b\r\n", b"HD\r\n"),
+    (b"mg YmluAGtleSAB k v\r\n", b"EN kYmluAGtleSAB\r\n"),
+    (
+        b"ma YmluAGtleSAB b\r\n",
+        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    ),
+    (b"mg !!!! b k\r\n", b"CLIENT_ERROR error decoding key\r\n"),
+    (b"mg aGk b v\r\n", b"CLIENT_ERROR error decoding key\r\n"),
+    (b"md YmluAGtleSAB b k q\r\n", b""),
+    (b"md YmluAGtleSAB b k\r\n", b"NF kYmluAGtleSAB b\r\n"),
+    (b"ms aGk= 1 b\r\nx\r\n", b"HD\r\n"),
+    (b"get hi\r\n", b"VALUE hi 0 1\r\nx\r\nEND\r\n"),
     (b"flush_all\r\n", b"OK\r\n"),
     (b"get n cnt\r\n", b"END\r\n"),
     (b"flush_all noreply\r\n", b""),
@@ -284,7 +306,10 @@ fn memcached_limits_hold() {
 fn memcached_commands_reply_as_memcached_does() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("db"), &["--memcached", "127.0.0.1:0"]);
-    let mut stream = TcpStream::connect(memcached_address(&server)).unwrap();
+    // With a peer (scripts/memcached-diff), the script goes to memcached itself instead.
+    let address =
+        std::env::var("SHALE_MEMCACHED_PEER").unwrap_or_else(|_| memcached_address(&server));
+    let mut stream = TcpStream::connect(address).unwrap();
     let long_key = "k".repeat(251);
     let mut cas = "0".to_string();
     let mut differences = Vec::new();

@@ -5,7 +5,10 @@ use super::items::{self, expiry_of, Counted, Item, ItemError, Mode, StoreReply};
 use super::{Memcached, Stats};
 use crate::buffers::BufferCharge;
 use crate::clients::ClientSlot;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
 use bytes::{Buf, Bytes, BytesMut};
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -599,7 +602,27 @@ impl<'a> MetaFlags<'a> {
         }
     }
 
-    /// The flags a reply returns, in the order asked: O and k always, the rest from `item`.
+    /// The key a meta command names: its token, or with `b` the bytes the token encodes in
+    /// base64 (any bytes, up to memcached's key length). `None` once the error is answered.
+    fn key(&self, token: &'a [u8], out: &mut BytesMut) -> Option<Cow<'a, [u8]>> {
+        if !self.has(b'b') {
+            return Some(Cow::Borrowed(token));
+        }
+        match BASE64.decode(token) {
+            Err(_) => {
+                reply(out, "CLIENT_ERROR error decoding key\r\n");
+                None
+            }
+            Ok(key) if !valid_key(&key) => {
+                reply(out, BAD_FORMAT);
+                None
+            }
+            Ok(key) => Some(Cow::Owned(key)),
+        }
+    }
+
+    /// The flags a reply returns, in the order asked: O and k (the key's token, as sent)
+    /// always, the rest from `item`.
     fn returned(&self, key: &[u8], item: Option<&Item>, out: &mut BytesMut) {
         for (flag, token) in &self.0 {
             match (flag, item) {
@@ -610,6 +633,10 @@ impl<'a> MetaFlags<'a> {
                 (b'k', _) => {
                     out.extend_from_slice(b" k");
                     out.extend_from_slice(key);
+                    // memcached 1.6 says a key returned in base64 is so right after it.
+                    if self.has(b'b') {
+                        out.extend_from_slice(b" b");
+                    }
                 }
                 (b'c', Some(item)) => {
                     let _ = write!(Text(out), " c{}", item.cas);
@@ -655,8 +682,11 @@ fn meta_get(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcom
         return Ok(());
     };
     // u (no LRU bump) is honoured trivially: there is no LRU.
-    let Some(flags) = MetaFlags::parse(rest, b"cfkOqstuvT") else {
+    let Some(flags) = MetaFlags::parse(rest, b"bcfkOqstuvT") else {
         reply(out, INVALID_FLAG);
+        return Ok(());
+    };
+    let Some(stored_key) = flags.key(key, out) else {
         return Ok(());
     };
     let Ok(new_ttl) = flags.number::<i64>(b'T') else {
@@ -667,14 +697,14 @@ fn meta_get(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcom
     let item = match new_ttl {
         Some(exptime) => {
             Stats::add(&memcached.stats.cmd_touch);
-            memcached.items.touch(key, expiry_of(exptime))?
+            memcached.items.touch(&stored_key, expiry_of(exptime))?
         }
-        None => memcached.items.get(key)?,
+        None => memcached.items.get(&stored_key)?,
     };
     let Some(item) = item else {
         Stats::add(&memcached.stats.get_misses);
         if !flags.has(b'q') {
-            reply(out, "EN\r\n");
+            flags.status(out, "EN", key, None);
         }
         return Ok(());
     };
@@ -697,8 +727,11 @@ fn meta_set(
         reply(out, BAD_FORMAT);
         return Ok(());
     };
-    let Some(flags) = MetaFlags::parse(&args[2..], b"cCFkOqTM") else {
+    let Some(flags) = MetaFlags::parse(&args[2..], b"bcCFkOqTM") else {
         reply(out, INVALID_FLAG);
+        return Ok(());
+    };
+    let Some(stored_key) = flags.key(key, out) else {
         return Ok(());
     };
     let (Ok(compare), Ok(client_flags), Ok(exptime)) = (
@@ -738,7 +771,7 @@ fn meta_set(
     };
     Stats::add(&memcached.stats.cmd_set);
     let stored = memcached.items.store(
-        key,
+        &stored_key,
         mode,
         client_flags.unwrap_or(0),
         expiry_of(exptime.unwrap_or(0)),
@@ -769,15 +802,18 @@ fn meta_delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Out
         reply(out, BAD_FORMAT);
         return Ok(());
     };
-    let Some(flags) = MetaFlags::parse(rest, b"CkOq") else {
+    let Some(flags) = MetaFlags::parse(rest, b"bCkOq") else {
         reply(out, INVALID_FLAG);
+        return Ok(());
+    };
+    let Some(stored_key) = flags.key(key, out) else {
         return Ok(());
     };
     let Ok(compare) = flags.number::<u64>(b'C') else {
         reply(out, BAD_FORMAT);
         return Ok(());
     };
-    let code = match memcached.items.delete(key, compare)? {
+    let code = match memcached.items.delete(&stored_key, compare)? {
         StoreReply::Stored(_) => "HD",
         StoreReply::Exists => "EX",
         StoreReply::NotFound | StoreReply::NotStored => "NF",
@@ -794,8 +830,11 @@ fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) ->
         reply(out, BAD_FORMAT);
         return Ok(());
     };
-    let Some(flags) = MetaFlags::parse(rest, b"CNJDTMOqtcvk") else {
+    let Some(flags) = MetaFlags::parse(rest, b"bCNJDTMOqtcvk") else {
         reply(out, INVALID_FLAG);
+        return Ok(());
+    };
+    let Some(stored_key) = flags.key(key, out) else {
         return Ok(());
     };
     let (Ok(compare), Ok(vivify), Ok(initial), Ok(delta), Ok(new_ttl)) = (
@@ -824,7 +863,7 @@ fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) ->
     let vivify = vivify.map(|exptime| (initial.unwrap_or(0), expiry_of(exptime)));
     let counted = memcached
         .items
-        .count(key, incr, delta.unwrap_or(1), vivify, compare)?;
+        .count(&stored_key, incr, delta.unwrap_or(1), vivify, compare)?;
     let item = match counted {
         Counted::Value(item) => item,
         Counted::NotANumber => {
@@ -848,7 +887,7 @@ fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) ->
     let item = match new_ttl {
         Some(exptime) => memcached
             .items
-            .touch(key, expiry_of(exptime))?
+            .touch(&stored_key, expiry_of(exptime))?
             .unwrap_or(item),
         None => item,
     };
