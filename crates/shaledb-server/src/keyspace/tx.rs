@@ -339,15 +339,16 @@ impl<'t, 's> View<'t, 's> {
     /// `EXPIRY` sorts after every other), where a type check first would seek the key twice.
     pub fn members_with_values(&self, key: &[u8], kind: KeyType) -> Result<Vec<(Bytes, Bytes)>> {
         let member_tag = member_tag(kind)?;
-        let prefix_len = base(key).len();
+        let start = base(key);
+        let prefix_len = start.len();
         let mut members = Vec::new();
         let mut first = true;
-        for item in self.records(base(key), key_end(key), true) {
+        for item in self.records(start, key_end(key), true) {
             let (record, value) = item?;
             let record_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
             let is_first = std::mem::replace(&mut first, false);
             if record_tag == tag::EXPIRY && !is_first {
-                if record_u64(&record, &value, "an expiry time")? <= super::now_ms() {
+                if expiry_time(&record, &value)? <= super::now_ms() {
                     return Ok(Vec::new());
                 }
                 continue;
@@ -538,7 +539,7 @@ impl<'t, 's> View<'t, 's> {
         let record = record_key(key, tag::EXPIRY, &[])?;
         match self.record(&record)? {
             None => Ok(None),
-            Some(value) => Ok(Some(record_u64(&record, &value, "an expiry time")?)),
+            Some(value) => Ok(Some(expiry_time(&record, &value)?)),
         }
     }
 
@@ -789,6 +790,11 @@ fn plain_member_tag(kind: KeyType) -> Result<u8> {
 }
 
 /// The type a key's first record's tag names; a tag of no type is damage, named.
+/// The time an expiry record holds (unix ms), or the damage that names it.
+fn expiry_time(record: &[u8], value: &[u8]) -> Result<u64> {
+    record_u64(record, value, "an expiry time")
+}
+
 fn type_of_tag(first_tag: u8, record: &[u8]) -> Result<KeyType> {
     KeyType::of_tag(first_tag)
         .ok_or_else(|| damaged("a key whose first record has no type's tag", record))

@@ -89,18 +89,6 @@ impl Item {
     }
 }
 
-impl Drop for Items {
-    fn drop(&mut self) {
-        let at = self.flush_at.load(Ordering::Acquire);
-        if at != 0 {
-            tracing::warn!(
-                flush_at_unix_ms = at,
-                "a delayed memcached flush_all was not due yet and is cancelled by the stop"
-            );
-        }
-    }
-}
-
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -379,6 +367,18 @@ impl Items {
             }
         }
         Ok((deleted, None))
+    }
+}
+
+impl Drop for Items {
+    fn drop(&mut self) {
+        let at = self.flush_at.load(Ordering::Acquire);
+        if at != 0 {
+            tracing::warn!(
+                flush_at_unix_ms = at,
+                "a delayed memcached flush_all was not due yet and is cancelled by the stop"
+            );
+        }
     }
 }
 
