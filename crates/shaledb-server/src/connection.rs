@@ -11,7 +11,7 @@
 
 use crate::buffers::BufferCharge;
 use crate::clients::ClientSlot;
-use crate::commands::{takes_streamed_value, Request, Session, Shared, Waiter};
+use crate::commands::{takes_streamed_value, HeldStripes, Request, Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::keyspace::{StagedBlob, Upload, CHUNK_BYTES};
 use crate::resp::{
@@ -602,8 +602,9 @@ fn execute_slice(
     pending: &mut VecDeque<Request>,
 ) -> Output {
     let mut output = Output::new();
+    let mut held = HeldStripes::default();
     while let Some(mut request) = pending.pop_front() {
-        let reply = shared.execute(session, &mut request);
+        let reply = shared.execute_holding(session, &mut request, &mut held);
         if session.blocked.is_some() {
             // A blocking command found nothing: the connection queues it with the server
             // (`Client::wait_unblocked`).

@@ -87,6 +87,20 @@ impl Kvs {
         )
     }
 
+    /// The first key in `range` that has a value, if any (costs no device read). Within one
+    /// key group (`KvsOptions::key_groups`) it is one probe of one index partition, without the
+    /// snapshot and chunk a cursor takes: how a caller that keeps one group per object finds
+    /// what the object's first record is.
+    pub fn first_key<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Option<Bytes>> {
+        self.check_live()?;
+        let lower = range.start_bound().map(AsRef::as_ref);
+        let upper = range.end_bound().map(AsRef::as_ref);
+        match self.state.index.first_key_in_group(lower, upper) {
+            Some(first) => Ok(first.map(|key| Bytes::from(Vec::from(key)))),
+            None => self.range(range).keys().next().transpose(),
+        }
+    }
+
     /// Every key starting with `prefix`, in order; reverse with `.rev()`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         Iter::new(

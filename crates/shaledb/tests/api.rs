@@ -471,3 +471,81 @@ fn scans_read_ahead_in_batches_sized_by_use() {
     assert_eq!(kvs.range(&b"k0"[..]..).keys().take(500).count(), 500);
     assert_eq!(device_reads(), before, "a keys-only cursor reads no values");
 }
+
+/// `first_key` answers what a cursor's first key would, with and without key groups (one
+/// partition probed, or the cursor), through puts, deletes, prefix deletes and an open snapshot
+/// that keeps deleted versions in the index.
+#[test]
+fn first_key_is_a_cursors_first_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let grouped = db
+        .kvs_with_options(
+            "grouped",
+            KvsOptions {
+                key_groups: shaledb::KeyGroups::Prefix { len: 2 },
+                ..KvsOptions::default()
+            },
+        )
+        .unwrap();
+    let hashed = db.kvs("hashed").unwrap();
+    let ranges: [(&[u8], &[u8]); 5] = [
+        (b"a", b"a\xff"),
+        (b"ab", b"ab\xff"),
+        (b"ab1", b"ab3"),
+        (b"b", b"z"),
+        (b"ab2", b"ab2"),
+    ];
+    let agree = |step: &str| {
+        for kvs in [&grouped, &hashed] {
+            for (start, end) in ranges {
+                let cursor = kvs.range(start..end).keys().next().transpose().unwrap();
+                assert_eq!(
+                    kvs.first_key(start..end).unwrap(),
+                    cursor,
+                    "{step}: {} {:?}..{:?}",
+                    kvs.name(),
+                    String::from_utf8_lossy(start),
+                    String::from_utf8_lossy(end)
+                );
+            }
+            assert_eq!(
+                kvs.first_key::<&[u8], _>(..).unwrap(),
+                kvs.iter().keys().next().transpose().unwrap()
+            );
+        }
+    };
+    agree("empty");
+    for kvs in [&grouped, &hashed] {
+        for key in ["ab1", "ab2", "ab3", "ac1", "b"] {
+            kvs.put(key, "v").unwrap();
+        }
+    }
+    agree("filled");
+    assert_eq!(
+        grouped
+            .first_key(&b"ab"[..]..&b"ab\xff"[..])
+            .unwrap()
+            .as_deref(),
+        Some(&b"ab1"[..])
+    );
+    let snapshot = db.snapshot().unwrap();
+    for kvs in [&grouped, &hashed] {
+        kvs.delete("ab1").unwrap();
+    }
+    agree("first deleted, a snapshot keeping it");
+    assert_eq!(
+        grouped
+            .first_key(&b"ab"[..]..&b"ab\xff"[..])
+            .unwrap()
+            .as_deref(),
+        Some(&b"ab2"[..])
+    );
+    for kvs in [&grouped, &hashed] {
+        kvs.prefix_delete("ab").unwrap();
+    }
+    agree("group deleted");
+    assert_eq!(grouped.first_key(&b"ab"[..]..&b"ab\xff"[..]).unwrap(), None);
+    drop(snapshot);
+    agree("snapshot released");
+}

@@ -7,7 +7,7 @@
 //! the first that finds an element takes it and its reply goes down its channel. A request queued
 //! after a write it missed is run at once (the write generation tells).
 
-use super::Shared;
+use super::{HeldStripes, Shared};
 use crate::resp::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -84,7 +84,8 @@ impl Shared {
                 session.protocol = waiter.protocol;
                 session.authenticated = true;
                 session.block_retry = true;
-                let reply = self.execute_one(&mut session, &waiter.request);
+                let reply =
+                    self.execute_one(&mut session, &waiter.request, &mut HeldStripes::default());
                 if session.blocked.is_some() {
                     index += 1;
                     continue;

@@ -578,6 +578,37 @@ impl<'s> Ctx<'_, 's> {
 /// Locks held while a writing command (or EXEC) runs and commits.
 type Guards<'a> = Vec<MutexGuard<'a, ()>>;
 
+/// The stripes a set of commands writes: some, sorted and without repeats, or every one.
+#[derive(Default, PartialEq, Eq)]
+enum Stripes {
+    #[default]
+    None,
+    Some(Vec<usize>),
+    Every,
+}
+
+/// Stripe locks a connection keeps from one command of its pipeline to the next, while its
+/// writing commands need exactly the same stripes (a pipeline of writes to one hot key, as
+/// redis-benchmark's LPUSH, SADD, HSET and ZADD send). Unlocking after each command woke the
+/// other network thread waiting for the stripe, and locking again parked this one: with two
+/// threads writing one key, a third of the server's time went to futex wakeups and task
+/// switches. Kept only while the connection runs commands without waiting for anything else:
+/// released before a command that needs other stripes or none, before blocked clients are
+/// served (they lock their own keys' stripes), and when the connection's slice of its pipeline
+/// ends, before it writes replies or reads requests.
+#[derive(Default)]
+pub struct HeldStripes<'a> {
+    stripes: Stripes,
+    guards: Guards<'a>,
+}
+
+impl HeldStripes<'_> {
+    fn release(&mut self) {
+        self.guards.clear();
+        self.stripes = Stripes::None;
+    }
+}
+
 impl Shared {
     pub fn new(db: Arc<Db>, config: Config) -> Result<Shared, Failure> {
         let blob_ids = BlobIds::new();
@@ -669,17 +700,34 @@ impl Shared {
     /// Runs one request and returns its reply; then, if it wrote, serves the clients waiting in
     /// blocking commands.
     pub fn execute(&self, session: &mut Session, request: &mut Request) -> Reply {
+        self.execute_holding(session, request, &mut HeldStripes::default())
+    }
+
+    /// Runs one request of a pipeline as `execute` does, under the stripe locks `held` kept
+    /// from the previous one when it writes the same stripes; leaves its own in `held`.
+    pub fn execute_holding<'a>(
+        &'a self,
+        session: &mut Session,
+        request: &mut Request,
+        held: &mut HeldStripes<'a>,
+    ) -> Reply {
         let generation = self.write_generation();
         session.streamed = std::mem::take(&mut request.streamed);
-        let reply = self.execute_one(session, &request.args);
+        let reply = self.execute_one(session, &request.args, held);
         session.streamed.clear();
-        if self.write_generation() != generation {
+        if self.write_generation() != generation && self.waiters.len() != 0 {
+            held.release();
             self.serve_waiters();
         }
         reply
     }
 
-    fn execute_one(&self, session: &mut Session, args: &[Bytes]) -> Reply {
+    fn execute_one<'a>(
+        &'a self,
+        session: &mut Session,
+        args: &[Bytes],
+        held: &mut HeldStripes<'a>,
+    ) -> Reply {
         let Some(index) = self.lookup(&args[0]) else {
             session.multi_failed |= session.multi.is_some();
             return unknown_command(args);
@@ -707,16 +755,21 @@ impl Shared {
         }
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
-        let guards = if command.writes() {
-            self.lock(std::iter::once(args), false)
+        if command.writes() {
+            let stripes = self.stripes_of(std::iter::once(args), false);
+            if held.stripes != stripes {
+                held.release();
+                held.guards = self.lock_stripes(&stripes);
+                held.stripes = stripes;
+            }
         } else {
-            Vec::new()
-        };
+            // EXEC locks its own keys' stripes; a reader needs none.
+            held.release();
+        }
         let mut tx = self.tx();
         let outcome = self
             .run(command, session, &mut tx, args)
             .and_then(|reply| self.commit(tx).map(|()| reply));
-        drop(guards);
         self.metrics
             .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
         outcome.unwrap_or_else(|error| error)
@@ -783,28 +836,45 @@ impl Shared {
     }
 
     /// Locks the stripes of every key the `requests` name (all stripes when one of them
-    /// touches every key, or with `all`), in stripe order, so lockers never deadlock.
+    /// touches every key, or with `all`).
     fn lock<'r>(&self, requests: impl Iterator<Item = &'r [Bytes]>, all: bool) -> Guards<'_> {
+        self.lock_stripes(&self.stripes_of(requests, all))
+    }
+
+    /// The stripes of every key the `requests` name (every stripe when one of them touches
+    /// every key, or with `all`).
+    fn stripes_of<'r>(&self, requests: impl Iterator<Item = &'r [Bytes]>, all: bool) -> Stripes {
+        if all {
+            return Stripes::Every;
+        }
         let mut stripes = Vec::new();
-        let mut every = all;
         for args in requests {
             let Some(command) = self.command_of(args) else {
                 continue;
             };
             match command_keys(command, args) {
                 Some(keys) => stripes.extend(keys.into_iter().map(stripe_of)),
-                None => every = true,
+                None => return Stripes::Every,
             }
         }
-        if every {
-            return self.stripes.iter().map(|stripe| stripe.lock()).collect();
+        if stripes.is_empty() {
+            return Stripes::None;
         }
         stripes.sort_unstable();
         stripes.dedup();
-        stripes
-            .into_iter()
-            .map(|stripe| self.stripes[stripe].lock())
-            .collect()
+        Stripes::Some(stripes)
+    }
+
+    /// Locks `stripes` in stripe order, so lockers never deadlock.
+    fn lock_stripes(&self, stripes: &Stripes) -> Guards<'_> {
+        match stripes {
+            Stripes::None => Vec::new(),
+            Stripes::Some(stripes) => stripes
+                .iter()
+                .map(|&stripe| self.stripes[stripe].lock())
+                .collect(),
+            Stripes::Every => self.stripes.iter().map(|stripe| stripe.lock()).collect(),
+        }
     }
 
     /// Removes keys whose expiry time has passed, a bounded number per database, under their

@@ -521,17 +521,36 @@ impl<'t, 's> View<'t, 's> {
     fn stored_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
         let start = base(key);
         let prefix_len = start.len();
-        match self
-            .records_taking(start, key_end(key), false, Some(1))
-            .next()
-        {
-            None => Ok(None),
-            Some(item) => {
-                let (record, _) = item?;
-                let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
-                type_of_tag(first_tag, &record).map(Some)
-            }
+        let Some(record) = self.first_record_key(start, key_end(key))? else {
+            return Ok(None);
+        };
+        let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
+        type_of_tag(first_tag, &record).map(Some)
+    }
+
+    /// The first record key from `start` (inclusive) to `end` (exclusive).
+    fn first_record_key(&self, start: Vec<u8>, end: Vec<u8>) -> Result<Option<Bytes>> {
+        let own_writes_in_range = !self.tx.cleared.is_empty()
+            || (!self.tx.writes.is_empty()
+                && self
+                    .tx
+                    .writes
+                    .range((
+                        Bound::Included((self.db, start.clone())),
+                        Bound::Excluded((self.db, end.clone())),
+                    ))
+                    .next()
+                    .is_some());
+        if !own_writes_in_range {
+            // One index probe (a key's records are one key group), where a cursor would pin a
+            // snapshot and fetch a chunk: a writer's type check, before its first write, cost
+            // a quarter of SADD's time through the cursor.
+            return Ok(self.space_ref().kvs.first_key(start..end)?);
         }
+        self.records_taking(start, end, false, Some(1))
+            .next()
+            .map(|item| Ok(item?.0))
+            .transpose()
     }
 
     /// When `key` expires, if it has an expiry time.

@@ -217,6 +217,18 @@ impl KvsIndex {
         out
     }
 
+    /// The first key within `lower..upper` that has a value now (a newest version).
+    pub fn first_key(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Option<Key> {
+        let mut first = None;
+        if !crate::bounds::is_empty_range(lower, upper) {
+            self.newest.visit_range(lower, upper, false, |key, _| {
+                first = Some(key.into());
+                ControlFlow::Break(())
+            });
+        }
+        first
+    }
+
     /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
     /// (descending when `reverse`).
     pub fn collect_visible(

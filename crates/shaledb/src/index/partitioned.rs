@@ -179,6 +179,19 @@ impl PartitionedIndex {
         .entries
     }
 
+    /// When `lower..upper` lies within one key group: the first key in it that has a value now,
+    /// read under that one partition's lock (a batch is applied under the locks of all its
+    /// partitions, so the answer sees all of one or none of it). `None` when the range spans
+    /// partitions, and only a cursor at a snapshot reads it at one moment.
+    pub fn first_key_in_group(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Option<Option<Key>> {
+        let part = self.part_of_range(lower, upper)?;
+        Some(part.read().first_key(lower, upper))
+    }
+
     /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
     /// (descending when `reverse`). Not exhausted means the range may hold more after the last.
     pub fn collect_visible(
