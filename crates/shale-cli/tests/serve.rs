@@ -319,6 +319,68 @@ fn limits_auth_metrics_and_sigterm_drain() {
     assert_eq!(client.call(&["GET", "k"]), bulk("v"));
 }
 
+/// A pipeline of writes to one key runs under the key's stripe lock held from one command to
+/// the next: a client blocked on the key is served between them (the lock let go first: kept,
+/// the server would wait for itself), other clients' writes to the key go through after it, and
+/// a transaction on the key in the same pipeline locks it itself.
+#[test]
+fn a_pipeline_of_writes_to_one_key_serves_clients_blocked_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut blocked = server.connect();
+    blocked.send(&[b"BLPOP", b"list", b"0"]);
+    let mut admin = server.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !matches!(admin.call(&["INFO", "clients"]), Value::Bulk(info) if String::from_utf8_lossy(&info).contains("blocked_clients:1"))
+    {
+        assert!(Instant::now() < deadline, "BLPOP never blocked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut writer = server.connect();
+    let commands: [&[&str]; 7] = [
+        &["LPUSH", "list", "a"],
+        &["LPUSH", "list", "b"],
+        &["LPUSH", "list", "c"],
+        &["MULTI"],
+        &["LPUSH", "list", "d"],
+        &["EXEC"],
+        &["RPUSH", "list", "e"],
+    ];
+    let mut pipeline = Vec::new();
+    for args in commands {
+        pipeline.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for arg in args {
+            pipeline.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+        }
+    }
+    writer.reader.get_mut().write_all(&pipeline).unwrap();
+    let replies: Vec<Value> = (0..commands.len())
+        .map(|_| writer.read().expect("a reply"))
+        .collect();
+    assert_eq!(
+        replies,
+        [
+            Value::Int(1),
+            Value::Int(1),
+            Value::Int(2),
+            ok(),
+            Value::Status("QUEUED".into()),
+            Value::Array(vec![Value::Int(3)]),
+            Value::Int(4),
+        ]
+    );
+    assert_eq!(
+        blocked.read(),
+        Some(Value::Array(vec![bulk("list"), bulk("a")])),
+        "the blocked client took the first element pushed"
+    );
+    assert_eq!(admin.call(&["LPUSH", "list", "f"]), Value::Int(5));
+    assert_eq!(
+        admin.call(&["LRANGE", "list", "0", "-1"]),
+        Value::Array(["f", "d", "c", "b", "e"].map(bulk).to_vec())
+    );
+}
+
 #[test]
 fn idle_clients_are_disconnected() {
     let dir = tempfile::tempdir().unwrap();
