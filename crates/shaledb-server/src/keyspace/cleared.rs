@@ -3,9 +3,53 @@
 //! 100,000 keys clears 100,000 prefixes, and each of its reads after asks).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// The prefixes, shared by a transaction with the cursors reading through it: copied only when
+/// one is cleared while a cursor holds them. A transaction that clears none (most commands)
+/// allocates nothing.
+#[derive(Clone, Default)]
+pub struct ClearedPrefixes(Option<Arc<Prefixes>>);
+
+impl ClearedPrefixes {
+    pub fn push(&mut self, db: usize, prefix: Vec<u8>) {
+        Arc::make_mut(self.0.get_or_insert_default()).push(db, prefix);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |prefixes| prefixes.order.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets the prefixes cleared after the first `len`.
+    pub fn truncate(&mut self, len: usize) {
+        if let Some(prefixes) = self
+            .0
+            .as_mut()
+            .filter(|prefixes| prefixes.order.len() > len)
+        {
+            Arc::make_mut(prefixes).truncate(len);
+        }
+    }
+
+    /// (database, prefix) in the order cleared.
+    pub fn iter(&self) -> impl Iterator<Item = &(usize, Vec<u8>)> {
+        self.0.iter().flat_map(|prefixes| prefixes.order.iter())
+    }
+
+    /// Whether `record` of database `db` is under a cleared prefix.
+    pub fn covers(&self, db: usize, record: &[u8]) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|prefixes| prefixes.covers(db, record))
+    }
+}
 
 #[derive(Clone, Default)]
-pub struct ClearedPrefixes {
+struct Prefixes {
     /// (database, prefix) in the order cleared: the batch deletes these; a rollback truncates.
     order: Vec<(usize, Vec<u8>)>,
     /// Database -> prefix -> how many times it was cleared.
@@ -14,8 +58,8 @@ pub struct ClearedPrefixes {
     lengths: BTreeMap<usize, usize>,
 }
 
-impl ClearedPrefixes {
-    pub fn push(&mut self, db: usize, prefix: Vec<u8>) {
+impl Prefixes {
+    fn push(&mut self, db: usize, prefix: Vec<u8>) {
         *self
             .by_db
             .entry(db)
@@ -26,16 +70,7 @@ impl ClearedPrefixes {
         self.order.push((db, prefix));
     }
 
-    pub fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
-    /// Forgets the prefixes cleared after the first `len`.
-    pub fn truncate(&mut self, len: usize) {
+    fn truncate(&mut self, len: usize) {
         while self.order.len() > len {
             let (db, prefix) = self.order.pop().expect("longer than len");
             let prefixes = self.by_db.get_mut(&db).expect("pushed with its database");
@@ -52,13 +87,7 @@ impl ClearedPrefixes {
         }
     }
 
-    /// (database, prefix) in the order cleared.
-    pub fn iter(&self) -> impl Iterator<Item = &(usize, Vec<u8>)> {
-        self.order.iter()
-    }
-
-    /// Whether `record` of database `db` is under a cleared prefix.
-    pub fn covers(&self, db: usize, record: &[u8]) -> bool {
+    fn covers(&self, db: usize, record: &[u8]) -> bool {
         let Some(prefixes) = self.by_db.get(&db) else {
             return false;
         };

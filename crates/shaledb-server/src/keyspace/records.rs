@@ -4,7 +4,6 @@
 use super::cleared::ClearedPrefixes;
 use bytes::Bytes;
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 /// The engine's side of the merge: with values, or keys alone (no device reads).
 pub(super) enum Base {
@@ -35,7 +34,7 @@ pub struct Records {
     overlay: VecDeque<(Bytes, Option<Bytes>)>,
     /// Prefixes the transaction deleted (in database `db`): the engine's records under them are
     /// gone.
-    cleared: Arc<ClearedPrefixes>,
+    cleared: ClearedPrefixes,
     db: usize,
     /// One record taken from each end of the engine's cursor and not returned yet.
     base_front: Option<Entry>,
@@ -46,7 +45,7 @@ impl Records {
     pub(super) fn new(
         base: Base,
         overlay: VecDeque<(Bytes, Option<Bytes>)>,
-        cleared: Arc<ClearedPrefixes>,
+        cleared: ClearedPrefixes,
         db: usize,
     ) -> Records {
         Records {

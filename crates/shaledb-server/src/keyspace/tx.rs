@@ -29,13 +29,15 @@ pub struct Tx<'s> {
     /// Each database's space, resolved at its first use and kept for the transaction: a
     /// database changes space only under SWAPDB, which holds every stripe lock and never runs
     /// inside EXEC, so a writer sees one space throughout, and so does a reader racing it.
-    /// Saves a lock and two shared reference-count changes per record read.
-    resolved: OnceCell<Box<[OnceCell<Arc<Space>>]>>,
+    /// Saves a lock and two shared reference-count changes per record read. The first
+    /// database used is kept apart: most commands use one, and need no table of all.
+    first_space: OnceCell<(usize, Arc<Space>)>,
+    other_spaces: OnceCell<Box<[OnceCell<Arc<Space>>]>>,
     /// (database, record key) -> `Some(value)` put or `None` deleted, after any clear below.
     writes: BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
     /// (database, prefix) deleted, in order; shared with the cursors reading through this
     /// transaction (copied only if one is alive when another prefix is cleared).
-    cleared: Arc<ClearedPrefixes>,
+    cleared: ClearedPrefixes,
     /// Databases flushed whole: their key counts restart from zero.
     flushed: BTreeSet<usize>,
     /// (database, stripe) -> change in live keys.
@@ -65,9 +67,10 @@ impl<'s> Tx<'s> {
     pub fn new(spaces: &'s [Keyspace]) -> Tx<'s> {
         Tx {
             spaces,
-            resolved: OnceCell::new(),
+            first_space: OnceCell::new(),
+            other_spaces: OnceCell::new(),
             writes: BTreeMap::new(),
-            cleared: Arc::default(),
+            cleared: ClearedPrefixes::default(),
             flushed: BTreeSet::new(),
             count_deltas: BTreeMap::new(),
             touched: Vec::new(),
@@ -91,10 +94,16 @@ impl<'s> Tx<'s> {
 
     /// The space database `db` reads and writes in this transaction.
     fn space_of(&self, db: usize) -> &Arc<Space> {
-        let resolved = self
-            .resolved
+        let (first_db, first) = self
+            .first_space
+            .get_or_init(|| (db, self.spaces[db].space()));
+        if *first_db == db {
+            return first;
+        }
+        let others = self
+            .other_spaces
             .get_or_init(|| self.spaces.iter().map(|_| OnceCell::new()).collect());
-        resolved[db].get_or_init(|| self.spaces[db].space())
+        others[db].get_or_init(|| self.spaces[db].space())
     }
 
     pub fn write_count(&self) -> usize {
@@ -195,9 +204,7 @@ impl Tx<'_> {
                 }
             }
         }
-        if self.cleared.len() > savepoint.cleared {
-            Arc::make_mut(&mut self.cleared).truncate(savepoint.cleared);
-        }
+        self.cleared.truncate(savepoint.cleared);
         self.flushed = savepoint.flushed;
         self.touched.truncate(savepoint.touched);
         // Blobs linked after the savepoint are deleted as they drop.
@@ -497,7 +504,7 @@ impl<'t, 's> View<'t, 's> {
         for slot in doomed {
             self.tx.forget_write(slot);
         }
-        Arc::make_mut(&mut self.tx.cleared).push(db, prefix);
+        self.tx.cleared.push(db, prefix);
     }
 
     /// Notes that `key` was written (WATCH sees it).
