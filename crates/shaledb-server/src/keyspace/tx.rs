@@ -311,12 +311,7 @@ impl<'t, 's> View<'t, 's> {
         take: Option<usize>,
     ) -> Records {
         let overlay: VecDeque<(Bytes, Option<Bytes>)> = self
-            .tx
-            .writes
-            .range((
-                Bound::Included((self.db, start.clone())),
-                Bound::Excluded((self.db, end.clone())),
-            ))
+            .writes_in(&start, &end)
             .map(|((_, key), value)| (Bytes::copy_from_slice(key), value.clone()))
             .collect();
         let mut iter = self.space_ref().kvs.range(start..end);
@@ -329,6 +324,18 @@ impl<'t, 's> View<'t, 's> {
             Base::Keys(iter.keys())
         };
         Records::new(base, overlay, self.tx.cleared.clone(), self.db)
+    }
+
+    /// This transaction's writes of records from `start` (inclusive) to `end` (exclusive).
+    fn writes_in(
+        &self,
+        start: &[u8],
+        end: &[u8],
+    ) -> std::collections::btree_map::Range<'_, (usize, Vec<u8>), Option<Bytes>> {
+        self.tx.writes.range((
+            Bound::Included((self.db, start.to_vec())),
+            Bound::Excluded((self.db, end.to_vec())),
+        ))
     }
 
     /// The records of `key` with tag `tag` (a hash's fields, a set's members, ...), in order.
@@ -538,16 +545,7 @@ impl<'t, 's> View<'t, 's> {
     /// The first record key from `start` (inclusive) to `end` (exclusive).
     fn first_record_key(&self, start: Vec<u8>, end: Vec<u8>) -> Result<Option<Bytes>> {
         let own_writes_in_range = !self.tx.cleared.is_empty()
-            || (!self.tx.writes.is_empty()
-                && self
-                    .tx
-                    .writes
-                    .range((
-                        Bound::Included((self.db, start.clone())),
-                        Bound::Excluded((self.db, end.clone())),
-                    ))
-                    .next()
-                    .is_some());
+            || (!self.tx.writes.is_empty() && self.writes_in(&start, &end).next().is_some());
         if !own_writes_in_range {
             // One index probe (a key's records are one key group), where a cursor would pin a
             // snapshot and fetch a chunk: a writer's type check, before its first write, cost
@@ -815,12 +813,12 @@ fn plain_member_tag(kind: KeyType) -> Result<u8> {
     member_tag(kind)
 }
 
-/// The type a key's first record's tag names; a tag of no type is damage, named.
 /// The time an expiry record holds (unix ms), or the damage that names it.
 fn expiry_time(record: &[u8], value: &[u8]) -> Result<u64> {
     record_u64(record, value, "an expiry time")
 }
 
+/// The type a key's first record's tag names; a tag of no type is damage, named.
 fn type_of_tag(first_tag: u8, record: &[u8]) -> Result<KeyType> {
     KeyType::of_tag(first_tag)
         .ok_or_else(|| damaged("a key whose first record has no type's tag", record))
