@@ -288,6 +288,21 @@ fn open_with_column_families(
     Ok(into_handle(db))
 }
 
+/// Opens with the default column family alone (every other must be absent, unless read-only).
+fn open_default(
+    options: *const rocksdb_options_t,
+    name: *const c_char,
+    read_only: bool,
+) -> Result<*mut rocksdb_t> {
+    let (db, _) = open(
+        handle(options, "options")?,
+        text(name, "path")?,
+        read_only,
+        &[],
+    )?;
+    Ok(into_handle(db))
+}
+
 #[no_mangle]
 pub extern "C" fn rocksdb_open(
     options: *const rocksdb_options_t,
@@ -295,8 +310,7 @@ pub extern "C" fn rocksdb_open(
     errptr: *mut *mut c_char,
 ) -> *mut rocksdb_t {
     call(errptr, std::ptr::null_mut(), || {
-        let (db, _) = open(handle(options, "options")?, text(name, "path")?, false, &[])?;
-        Ok(into_handle(db))
+        open_default(options, name, false)
     })
 }
 
@@ -308,8 +322,7 @@ pub extern "C" fn rocksdb_open_for_read_only(
     errptr: *mut *mut c_char,
 ) -> *mut rocksdb_t {
     call(errptr, std::ptr::null_mut(), || {
-        let (db, _) = open(handle(options, "options")?, text(name, "path")?, true, &[])?;
-        Ok(into_handle(db))
+        open_default(options, name, true)
     })
 }
 

@@ -304,36 +304,37 @@ pub extern "C" fn rocksdb_iter_prev(iterator: *mut rocksdb_iterator_t) {
     moving(iterator, rocksdb_iterator_t::prev)
 }
 
-/// The current key, valid until the iterator next moves.
+/// A slice of the current item (`part` picks the key or the value), valid until the iterator
+/// next moves; its length goes to `*len`.
+fn current_part(
+    iterator: *const rocksdb_iterator_t,
+    len: *mut usize,
+    part: fn(&(Bytes, Bytes)) -> &Bytes,
+) -> *const c_char {
+    quiet(std::ptr::null(), || {
+        let current = handle(iterator, "iterator")
+            .ok()
+            .and_then(|iterator| iterator.current.as_ref());
+        let data = current.map_or(&[][..], |item| part(item));
+        set_out(len, data.len());
+        data.as_ptr().cast()
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn rocksdb_iter_key(
     iterator: *const rocksdb_iterator_t,
     klen: *mut usize,
 ) -> *const c_char {
-    quiet(std::ptr::null(), || {
-        let current = handle(iterator, "iterator")
-            .ok()
-            .and_then(|iterator| iterator.current.as_ref());
-        let key = current.map_or(&[][..], |(key, _)| key);
-        set_out(klen, key.len());
-        key.as_ptr().cast()
-    })
+    current_part(iterator, klen, |(key, _)| key)
 }
 
-/// The current value, valid until the iterator next moves.
 #[no_mangle]
 pub extern "C" fn rocksdb_iter_value(
     iterator: *const rocksdb_iterator_t,
     vlen: *mut usize,
 ) -> *const c_char {
-    quiet(std::ptr::null(), || {
-        let current = handle(iterator, "iterator")
-            .ok()
-            .and_then(|iterator| iterator.current.as_ref());
-        let value = current.map_or(&[][..], |(_, value)| value);
-        set_out(vlen, value.len());
-        value.as_ptr().cast()
-    })
+    current_part(iterator, vlen, |(_, value)| value)
 }
 
 #[no_mangle]

@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// target/<profile>, from this test binary's path (target/<profile>/deps/c_api-*): the
-/// library's cdylib is built there with the rlib the tests link.
+/// target/<profile>/deps, this test binary's own directory: cargo builds the library's cdylib
+/// there, with the rlib the tests link, so it is always the library under test.
 fn artifacts() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let dir = exe.parent().unwrap().to_path_buf();
     assert!(
         dir.join("libshaledb_rocksdb.so").exists(),
         "libshaledb_rocksdb.so is missing from {}",
