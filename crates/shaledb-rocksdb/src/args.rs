@@ -74,20 +74,25 @@ pub(crate) fn array<'a, T>(pointer: *const T, count: usize) -> Result<&'a [T]> {
     Ok(unsafe { std::slice::from_raw_parts(pointer, count) })
 }
 
+/// `bytes` bytes from malloc, for C to free with `free` or `rocksdb_free`; aborts when memory
+/// is exhausted, as RocksDB's allocations do.
+pub(crate) fn malloc(bytes: usize) -> *mut libc::c_void {
+    // SAFETY: malloc(n) is sound for any n.
+    let memory = unsafe { libc::malloc(bytes) };
+    if memory.is_null() {
+        std::process::abort();
+    }
+    memory
+}
+
 /// A malloc()ed copy of `data`, which C frees with `free` or `rocksdb_free`; its length goes to
 /// `*len`. Never NULL for an empty value: c.h reads NULL as "not found".
 pub(crate) fn malloc_bytes(data: &[u8], len: *mut usize) -> *mut c_char {
-    // SAFETY: malloc(n) is sound for any n; one extra byte so an empty value is not NULL.
-    let copy = unsafe { libc::malloc(data.len() + 1) }.cast::<c_char>();
-    if copy.is_null() {
-        std::process::abort();
-    }
+    // One extra byte, so an empty value is not NULL (and a string has room for its NUL).
+    let copy = malloc(data.len() + 1).cast::<c_char>();
     // SAFETY: `copy` has room for `data.len()` bytes, and the two do not overlap.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().cast(), copy, data.len()) };
-    if !len.is_null() {
-        // SAFETY: c.h passes `len` as a pointer to a size_t to fill.
-        unsafe { *len = data.len() };
-    }
+    set_out(len, data.len());
     copy
 }
 

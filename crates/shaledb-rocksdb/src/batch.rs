@@ -193,11 +193,17 @@ fn get_slice(input: &mut &[u8]) -> Option<Vec<u8>> {
 /// Applies `batch` to `database` as one ShaleDB batch.
 pub(crate) fn apply(database: &Database, batch: &rocksdb_writebatch_t) -> Result<()> {
     let mut engine_batch = database.engine.batch();
+    let column_families = database.column_families();
     for op in &batch.ops {
         if op.kind == OpKind::LogData {
             continue;
         }
-        let cf = database.column_family(op.cf)?;
+        let cf = column_families.get(&op.cf).ok_or_else(|| {
+            Status::invalid(format!(
+                "Invalid column family specified in write batch: {}",
+                op.cf
+            ))
+        })?;
         match op.kind {
             OpKind::Put => engine_batch.put(&cf.kvs, &op.key, &op.value),
             OpKind::Delete | OpKind::SingleDelete => engine_batch.delete(&cf.kvs, &op.key),
@@ -214,6 +220,7 @@ pub(crate) fn apply(database: &Database, batch: &rocksdb_writebatch_t) -> Result
             OpKind::LogData => {}
         }
     }
+    drop(column_families);
     database.engine.write(engine_batch)?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::read_write_options::{rocksdb_readoptions_t, rocksdb_writeoptions_t};
 use crate::status::{call, quiet, Code, Result, Status};
 use engine::{Bytes, Compression, Db, Kvs, KvsOptions, Options};
 use libc::c_char;
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -33,28 +33,39 @@ pub(crate) struct ColumnFamily {
     pub prefix_extractor: Option<Arc<SliceTransform>>,
 }
 
-/// An open database, shared by its handle and everything made from it.
+/// An open database, shared by its handle and the iterators made from it.
 pub(crate) struct Database {
     pub engine: Db,
+    /// The default column family (number 0), which is never dropped: reads and writes that name
+    /// no column family use it without a lock.
+    default: ColumnFamily,
+    /// Every open column family by number, the default one included.
     column_families: RwLock<BTreeMap<u32, ColumnFamily>>,
 }
 
 impl Database {
-    /// The column family numbered `id`.
-    pub fn column_family(&self, id: u32) -> Result<ColumnFamily> {
-        self.column_families
-            .read()
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| {
-                Status::invalid(format!(
-                    "Invalid column family specified in write batch: {id}"
-                ))
-            })
+    /// The database with its default column family, `default_kvs`, as number 0.
+    fn new(
+        engine: Db,
+        default_kvs: Kvs,
+        prefix_extractor: Option<Arc<SliceTransform>>,
+    ) -> Database {
+        let default = ColumnFamily {
+            id: 0,
+            name: DEFAULT_COLUMN_FAMILY.to_string(),
+            kvs: default_kvs,
+            prefix_extractor,
+        };
+        Database {
+            engine,
+            column_families: RwLock::new(BTreeMap::from([(0, default.clone())])),
+            default,
+        }
     }
 
-    pub fn default_column_family(&self) -> ColumnFamily {
-        self.column_families.read()[&0].clone()
+    /// The open column families by number, for a batch to look its operations up in.
+    pub fn column_families(&self) -> RwLockReadGuard<'_, BTreeMap<u32, ColumnFamily>> {
+        self.column_families.read()
     }
 
     /// Registers `kvs` as an open column family; returns it with its number.
@@ -91,6 +102,17 @@ impl rocksdb_t {
     pub(crate) fn engine(&self) -> &Db {
         &self.database.engine
     }
+
+    /// The column family a call names: its handle's, or the default one when it is NULL.
+    pub(crate) fn column_family(
+        &self,
+        cf: *const rocksdb_column_family_handle_t,
+    ) -> Result<&ColumnFamily> {
+        if cf.is_null() {
+            return Ok(&self.database.default);
+        }
+        Ok(&handle(cf, "column family")?.cf)
+    }
 }
 
 /// `rocksdb_column_family_handle_t`.
@@ -103,29 +125,21 @@ fn engine_options(options: &rocksdb_options_t, read_only: bool) -> Result<Option
     if let Some(plugin) = options.unsupported.first() {
         return Err(Status::not_supported(plugin.describe()));
     }
-    let setting = |name: &str| options.settings.get::<u8>(name, 0) != 0;
-    let table = options.table.clone().unwrap_or_default();
-    let no_block_cache = table
-        .settings
-        .get::<u8>("rocksdb_block_based_options_set_no_block_cache", 0)
-        != 0;
-    let cache_bytes = if no_block_cache {
+    let cache_bytes = if options.no_block_cache() {
         0
     } else {
-        table
-            .block_cache
+        options
+            .table
             .as_ref()
+            .and_then(|table| table.block_cache.as_ref())
             .map_or(DEFAULT_CACHE_BYTES, |cache| cache.capacity() as u64)
-    } + options
-        .row_cache
-        .as_ref()
-        .map_or(0, |cache| cache.capacity() as u64);
+    };
     Ok(Options {
-        create_if_missing: setting("rocksdb_options_set_create_if_missing") && !read_only,
+        create_if_missing: options.flag("rocksdb_options_set_create_if_missing") && !read_only,
         read_only,
         cache_bytes,
-        direct_io: setting("rocksdb_options_set_use_direct_reads")
-            || setting("rocksdb_options_set_use_direct_io_for_flush_and_compaction"),
+        direct_io: options.flag("rocksdb_options_set_use_direct_reads")
+            || options.flag("rocksdb_options_set_use_direct_io_for_flush_and_compaction"),
         ..Options::default()
     })
 }
@@ -134,10 +148,7 @@ fn engine_options(options: &rocksdb_options_t, read_only: bool) -> Result<Option
 fn kvs_options(options: &rocksdb_options_t) -> KvsOptions {
     // RocksDB's default is Snappy; ShaleDB's one codec is LZ4. kNoCompression (0) stores
     // values as given; any codec asked for compresses with LZ4.
-    let compression = match options
-        .settings
-        .get::<i32>("rocksdb_options_set_compression", 1)
-    {
+    let compression = match options.value::<i32>("rocksdb_options_set_compression") {
         0 => Compression::None,
         _ => Compression::Lz4,
     };
@@ -158,11 +169,7 @@ fn open_engine(options: &rocksdb_options_t, path: &str, read_only: bool) -> Resu
                 _ => Status::from(error),
             }
         })?;
-    let error_if_exists = options
-        .settings
-        .get::<u8>("rocksdb_options_set_error_if_exists", 0)
-        != 0;
-    if error_if_exists && !engine.recovery_report().created {
+    if options.flag("rocksdb_options_set_error_if_exists") && !engine.recovery_report().created {
         return Err(Status::invalid(format!(
             "{path}: exists (error_if_exists is true)"
         )));
@@ -197,25 +204,18 @@ fn open(
 ) -> Result<(rocksdb_t, Vec<ColumnFamily>)> {
     let engine = open_engine(options, path, read_only)?;
     let existing = engine.list_kvs()?;
-    let create_missing = options
-        .settings
-        .get::<u8>("rocksdb_options_set_create_missing_column_families", 0)
-        != 0;
-    let database = Arc::new(Database {
-        engine,
-        column_families: RwLock::new(BTreeMap::new()),
-    });
+    let create_missing = options.flag("rocksdb_options_set_create_missing_column_families");
     let default_options = column_families
         .iter()
         .find(|(name, _)| *name == DEFAULT_COLUMN_FAMILY)
         .map_or(options, |(_, options)| *options);
-    open_column_family(
-        &database,
-        DEFAULT_COLUMN_FAMILY,
-        default_options,
-        &existing,
-        true,
-    )?;
+    let default_kvs =
+        engine.kvs_with_options(DEFAULT_COLUMN_FAMILY, kvs_options(default_options))?;
+    let database = Arc::new(Database::new(
+        engine,
+        default_kvs,
+        default_options.prefix_extractor.clone(),
+    ));
     let mut opened = Vec::with_capacity(column_families.len());
     for (name, cf_options) in column_families {
         let cf = open_column_family(&database, name, cf_options, &existing, create_missing)?;
@@ -383,8 +383,7 @@ pub extern "C" fn rocksdb_close(db: *mut rocksdb_t) {
         }
         // SAFETY: c.h hands the handle to rocksdb_close once, after its last use.
         let db = unsafe { Box::from_raw(db) };
-        // Iterators, snapshots and column family handles may still hold the database; the
-        // KVDB closes when the last of them goes.
+        // Iterators may still hold the database; the KVDB closes when the last of them goes.
         if let Ok(database) = Arc::try_unwrap(db.database) {
             if let Err(error) = database.engine.close() {
                 eprintln!("shaledb-rocksdb: closing the database failed: {error}");
@@ -400,10 +399,7 @@ fn with_cf<T>(
     body: impl FnOnce(&rocksdb_t, &ColumnFamily) -> Result<T>,
 ) -> Result<T> {
     let db = handle(db, "db")?;
-    if cf.is_null() {
-        return body(db, &db.database.default_column_family());
-    }
-    body(db, &handle(cf, "column family")?.cf)
+    body(db, db.column_family(cf)?)
 }
 
 /// Makes the writes so far durable when the write options ask for `sync`.
@@ -640,7 +636,7 @@ pub extern "C" fn rocksdb_get_default_column_family_handle(
     quiet(std::ptr::null_mut(), || {
         handle(db, "db").map_or(std::ptr::null_mut(), |db| {
             into_handle(rocksdb_column_family_handle_t {
-                cf: db.database.default_column_family(),
+                cf: db.database.default.clone(),
             })
         })
     })
@@ -687,12 +683,8 @@ pub extern "C" fn rocksdb_list_column_families(
         }
         engine.close()?;
         crate::args::set_out(lencf, names.len());
-        // SAFETY: malloc of an array of pointers, filled below.
-        let array = unsafe { libc::malloc(names.len().max(1) * size_of::<*mut c_char>()) }
+        let array = crate::args::malloc(names.len().max(1) * size_of::<*mut c_char>())
             .cast::<*mut c_char>();
-        if array.is_null() {
-            std::process::abort();
-        }
         for (index, name) in names.iter().enumerate() {
             // SAFETY: `array` has room for `names.len()` pointers.
             unsafe { *array.add(index) = crate::args::malloc_string(name) };

@@ -67,19 +67,8 @@ impl rocksdb_iterator_t {
     fn start(&mut self, from: Bound<Vec<u8>>, to: Bound<Vec<u8>>, direction: Direction) {
         let lower = tighter(from, self.lower.clone().map(Bound::Included), true);
         let upper = tighter(to, self.upper.clone().map(Bound::Excluded), false);
-        let empty = match (&lower, &upper) {
-            (
-                Bound::Included(low) | Bound::Excluded(low),
-                Bound::Included(high) | Bound::Excluded(high),
-            ) => low > high,
-            _ => false,
-        };
         self.status = None;
-        if empty {
-            self.cursor = None;
-            self.current = None;
-            return;
-        }
+        // A cursor over an empty or inverted range yields nothing (the engine's contract).
         let cursor = self.snapshot.range(&self.cf.kvs, (lower, upper));
         self.cursor = Some((cursor, direction));
         self.step();
@@ -206,11 +195,7 @@ fn create(
 ) -> Result<*mut rocksdb_iterator_t> {
     let db = handle(db, "db")?;
     let options = handle(options, "read options")?;
-    let cf = if cf.is_null() {
-        db.database.default_column_family()
-    } else {
-        handle(cf, "column family")?.cf.clone()
-    };
+    let cf = db.column_family(cf)?.clone();
     Ok(into_handle(rocksdb_iterator_t::new(db, cf, options)?))
 }
 

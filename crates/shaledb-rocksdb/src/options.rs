@@ -1,9 +1,9 @@
 //! `rocksdb_options_t`: the options of an open, and of each column family. The knobs a ShaleDB
-//! open uses are read from it by `OpenOptions::from`; the rest are recorded (settings.rs).
+//! open uses are read from it by name (db.rs maps them); the rest are recorded (settings.rs).
 
 use crate::args::{drop_handle, handle, handle_mut, into_handle};
-use crate::plugins::{rocksdb_cache_t, Feature, Plugin, SliceTransform};
-use crate::settings::{recorded_knobs, Settings};
+use crate::plugins::{Feature, Plugin, SliceTransform};
+use crate::settings::{recorded_knobs, Scalar, Settings};
 use crate::status::quiet;
 use crate::table_options::{rocksdb_block_based_table_options_t, BLOCK_BASED_KNOBS};
 use std::sync::Arc;
@@ -18,8 +18,6 @@ pub struct rocksdb_options_t {
     pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
     /// Features set that ShaleDB cannot honour; an open with any of them fails, naming it.
     pub(crate) unsupported: Vec<Plugin>,
-    /// The row cache, if any: also a budget for ShaleDB's value cache.
-    pub(crate) row_cache: Option<rocksdb_cache_t>,
 }
 
 #[no_mangle]
@@ -58,6 +56,28 @@ pub extern "C" fn rocksdb_options_set_block_based_table_factory(
 }
 
 impl rocksdb_options_t {
+    /// A knob's value as set, or RocksDB's default for it.
+    pub(crate) fn value<T: Scalar>(&self, setter: &str) -> T {
+        self.settings.value(OPTIONS_KNOBS, setter)
+    }
+
+    pub(crate) fn flag(&self, setter: &str) -> bool {
+        self.settings.flag(OPTIONS_KNOBS, setter)
+    }
+
+    /// Whether the block-based table options turn the block cache off.
+    pub(crate) fn no_block_cache(&self) -> bool {
+        let defaults = Settings::default();
+        let table = self
+            .table
+            .as_ref()
+            .map_or(&defaults, |table| &table.settings);
+        table.flag(
+            BLOCK_BASED_KNOBS,
+            "rocksdb_block_based_options_set_no_block_cache",
+        )
+    }
+
     /// RocksDB's options dump, for the `LOG`: every knob with its value or default.
     pub(crate) fn dump(&self, out: &mut String) {
         self.settings.dump(OPTIONS_KNOBS, "  Options.", out);

@@ -111,31 +111,13 @@ pub(crate) enum SliceTransform {
     Custom(CustomTransform),
 }
 
-/// A prefix extractor written in C: its state and callbacks, as `rocksdb_slicetransform_create`
-/// received them.
+/// A prefix extractor written in C: its state, name and destructor, and the callbacks that cut
+/// a key, as `rocksdb_slicetransform_create` received them.
 pub(crate) struct CustomTransform {
-    state: *mut c_void,
-    destructor: Option<unsafe extern "C" fn(*mut c_void)>,
+    plugin: CallbackPlugin,
     transform:
         Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize, *mut usize) -> *mut c_char>,
     in_domain: Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize) -> c_uchar>,
-    name: Option<unsafe extern "C" fn(*mut c_void) -> *const c_char>,
-}
-
-// SAFETY: RocksDB calls a slice transform from any thread; c.h's contract for the state and
-// callbacks a program registers is the same here.
-unsafe impl Send for CustomTransform {}
-// SAFETY: as above.
-unsafe impl Sync for CustomTransform {}
-
-impl Drop for CustomTransform {
-    fn drop(&mut self) {
-        if let Some(destructor) = self.destructor {
-            // SAFETY: the program gave this destructor for this state, to be called once when
-            // the transform is no longer used.
-            unsafe { destructor(self.state) };
-        }
-    }
 }
 
 impl SliceTransform {
@@ -145,17 +127,17 @@ impl SliceTransform {
             SliceTransform::FixedPrefix(len) => key.get(..*len),
             SliceTransform::Noop => Some(key),
             SliceTransform::Custom(custom) => {
+                let state = custom.plugin.state;
                 if let Some(in_domain) = custom.in_domain {
                     // SAFETY: the callback takes the state and a key slice valid for the call.
-                    if unsafe { in_domain(custom.state, key.as_ptr().cast(), key.len()) } == 0 {
+                    if unsafe { in_domain(state, key.as_ptr().cast(), key.len()) } == 0 {
                         return None;
                     }
                 }
                 let transform = custom.transform?;
                 let mut len = 0usize;
                 // SAFETY: as above; RocksDB's contract is that the result points into `key`.
-                let start =
-                    unsafe { transform(custom.state, key.as_ptr().cast(), key.len(), &mut len) };
+                let start = unsafe { transform(state, key.as_ptr().cast(), key.len(), &mut len) };
                 let offset = (start as usize).checked_sub(key.as_ptr() as usize)?;
                 key.get(offset..offset.checked_add(len)?)
             }
@@ -166,21 +148,7 @@ impl SliceTransform {
         match self {
             SliceTransform::FixedPrefix(len) => format!("rocksdb.FixedPrefix.{len}"),
             SliceTransform::Noop => "rocksdb.Noop".into(),
-            SliceTransform::Custom(custom) => custom
-                .name
-                .map(|name| {
-                    // SAFETY: the callback returns a NUL-terminated name owned by the state.
-                    let text = unsafe { name(custom.state) };
-                    if text.is_null() {
-                        String::new()
-                    } else {
-                        // SAFETY: as above.
-                        unsafe { std::ffi::CStr::from_ptr(text) }
-                            .to_string_lossy()
-                            .into_owned()
-                    }
-                })
-                .unwrap_or_default(),
+            SliceTransform::Custom(custom) => custom.plugin.name(),
         }
     }
 }
@@ -219,11 +187,13 @@ pub extern "C" fn rocksdb_slicetransform_create(
 ) -> *mut rocksdb_slicetransform_t {
     into_handle(rocksdb_slicetransform_t {
         transform: Arc::new(SliceTransform::Custom(CustomTransform {
-            state,
-            destructor,
+            plugin: CallbackPlugin {
+                state,
+                destructor,
+                name,
+            },
             transform,
             in_domain,
-            name,
         })),
     })
 }
@@ -238,12 +208,19 @@ pub extern "C" fn rocksdb_slicetransform_destroy(transform: *mut rocksdb_slicetr
 type UncalledCallback = *const c_void;
 
 /// The state and identity of a plug-in written in C: its state is released with its
-/// destructor when the program destroys the plug-in, as RocksDB does.
+/// destructor when the plug-in is dropped (destroyed by the program, and no longer used by
+/// options or an open database), as RocksDB does.
 pub struct CallbackPlugin {
     state: *mut c_void,
     destructor: Option<unsafe extern "C" fn(*mut c_void)>,
     name: Option<unsafe extern "C" fn(*mut c_void) -> *const c_char>,
 }
+
+// SAFETY: RocksDB calls a plug-in (a slice transform, a comparator) from any thread; c.h's
+// contract for the state and callbacks a program registers is the same here.
+unsafe impl Send for CallbackPlugin {}
+// SAFETY: as above.
+unsafe impl Sync for CallbackPlugin {}
 
 impl CallbackPlugin {
     fn name(&self) -> String {

@@ -22,15 +22,13 @@ impl rocksdb_readoptions_t {
     /// Whether an iterator stops at the first key whose prefix differs from the sought key's.
     pub(crate) fn prefix_same_as_start(&self) -> bool {
         self.settings
-            .get::<u8>("rocksdb_readoptions_set_prefix_same_as_start", 0)
-            != 0
+            .flag(READ_KNOBS, "rocksdb_readoptions_set_prefix_same_as_start")
     }
 
     /// Whether an iterator ignores the prefix extractor (RocksDB's total_order_seek).
     pub(crate) fn total_order_seek(&self) -> bool {
         self.settings
-            .get::<u8>("rocksdb_readoptions_set_total_order_seek", 0)
-            != 0
+            .flag(READ_KNOBS, "rocksdb_readoptions_set_total_order_seek")
     }
 }
 
@@ -43,7 +41,8 @@ pub struct rocksdb_writeoptions_t {
 impl rocksdb_writeoptions_t {
     /// Whether the write returns only once durable (RocksDB's `sync`).
     pub(crate) fn sync(&self) -> bool {
-        self.settings.get::<u8>("rocksdb_writeoptions_set_sync", 0) != 0
+        self.settings
+            .flag(WRITE_KNOBS, "rocksdb_writeoptions_set_sync")
     }
 }
 

@@ -71,6 +71,23 @@ impl Settings {
             .map_or(default, |bits| T::from_bits(*bits))
     }
 
+    /// The value set by `setter`, or the default its knob in `knobs` (its object's table)
+    /// gives: one place for each default, which the getter also returns.
+    pub fn value<T: Scalar>(&self, knobs: &[Knob], setter: &str) -> T {
+        let bits = self.values.get(setter).copied().unwrap_or_else(|| {
+            let knob = knobs.iter().find(|knob| knob.setter == setter);
+            (knob
+                .expect("a knob read by name is in its object's table")
+                .default)()
+        });
+        T::from_bits(bits)
+    }
+
+    /// A boolean knob (an unsigned char in c.h).
+    pub fn flag(&self, knobs: &[Knob], setter: &str) -> bool {
+        self.value::<u8>(knobs, setter) != 0
+    }
+
     /// `  name: value` per knob, in `knobs`' order, as RocksDB's LOG lists options.
     pub fn dump(&self, knobs: &[Knob], indent: &str, out: &mut String) {
         for knob in knobs {
@@ -186,5 +203,21 @@ mod tests {
             suffix("rocksdb_options_set_ttl", "rocksdb_options_set_"),
             "ttl"
         );
+    }
+
+    #[test]
+    fn a_knob_read_by_name_takes_its_tables_default() {
+        let knobs = [Knob {
+            setter: "x_set_compression",
+            name: "compression",
+            default: || 1,
+            show: <i32 as Scalar>::show,
+        }];
+        let mut settings = Settings::default();
+        assert_eq!(settings.value::<i32>(&knobs, "x_set_compression"), 1);
+        assert!(settings.flag(&knobs, "x_set_compression"));
+        settings.set("x_set_compression", 0i32);
+        assert_eq!(settings.value::<i32>(&knobs, "x_set_compression"), 0);
+        assert!(!settings.flag(&knobs, "x_set_compression"));
     }
 }

@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
     it = rocksdb_create_iterator(db, ro);
     rocksdb_iter_seek_to_last(it);
     check_iter(it, "b", "2");
+    rocksdb_iter_seek(it, "d", 1); /* past the upper bound: an empty range */
+    CHECK(!rocksdb_iter_valid(it));
+    rocksdb_iter_get_error(it, &err);
+    NO_ERROR(err);
     rocksdb_iter_destroy(it);
 
     /* Column families. */
