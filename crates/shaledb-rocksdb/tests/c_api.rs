@@ -39,6 +39,9 @@ fn a_rocksdb_c_program_runs_on_shaledb_under_valgrind() {
         .expect("gcc runs");
     assert!(status.success(), "compiling smoke.c failed");
     let output = Command::new("valgrind")
+        // cargo's LD_LIBRARY_PATH lists target/<profile> too, where an older copy of the
+        // library may lie (`cargo build` puts one there); it would win over the rpath.
+        .env_remove("LD_LIBRARY_PATH")
         .args([
             "--quiet",
             "--error-exitcode=99",
