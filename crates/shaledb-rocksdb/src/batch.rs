@@ -74,6 +74,9 @@ pub struct rocksdb_writebatch_t {
     save_points: Vec<usize>,
     /// The serialized form last handed out by `rocksdb_writebatch_data`.
     serialized: Vec<u8>,
+    /// Why an operation could not be added (c.h's adders report nothing): `rocksdb_write`
+    /// fails with it rather than write the batch without that operation.
+    error: Option<Status>,
 }
 
 impl rocksdb_writebatch_t {
@@ -192,6 +195,9 @@ fn get_slice(input: &mut &[u8]) -> Option<Vec<u8>> {
 
 /// Applies `batch` to `database` as one ShaleDB batch.
 pub(crate) fn apply(database: &Database, batch: &rocksdb_writebatch_t) -> Result<()> {
+    if let Some(error) = &batch.error {
+        return Err(error.clone());
+    }
     let mut engine_batch = database.engine.batch();
     let column_families = database.column_families();
     for op in &batch.ops {
@@ -263,6 +269,7 @@ pub extern "C" fn rocksdb_writebatch_clear(batch: *mut rocksdb_writebatch_t) {
         if let Ok(batch) = handle_mut(batch, "batch") {
             batch.ops.clear();
             batch.save_points.clear();
+            batch.error = None;
         }
     })
 }
@@ -274,7 +281,8 @@ pub extern "C" fn rocksdb_writebatch_count(batch: *mut rocksdb_writebatch_t) -> 
     })
 }
 
-/// Adds one operation to `batch` (a NULL column family handle: the default one).
+/// Adds one operation to `batch` (a NULL column family handle: the default one); one that
+/// cannot be added (a NULL slice with a length, a NULL handle) is kept as the batch's error.
 fn add(
     batch: *mut rocksdb_writebatch_t,
     cf: *mut rocksdb_column_family_handle_t,
@@ -283,18 +291,22 @@ fn add(
     value: (*const c_char, usize),
 ) {
     quiet((), || {
-        let added = (|| -> Result<()> {
-            let batch = handle_mut(batch, "batch")?;
+        let Ok(batch) = handle_mut(batch, "batch") else {
+            return;
+        };
+        let op = (|| -> Result<(u32, &[u8], &[u8])> {
             let cf = if cf.is_null() {
                 0
             } else {
                 handle(cf, "column family")?.cf.id
             };
-            batch.push(kind, cf, bytes(key.0, key.1)?, bytes(value.0, value.1)?);
-            Ok(())
+            Ok((cf, bytes(key.0, key.1)?, bytes(value.0, value.1)?))
         })();
-        if let Err(status) = added {
-            eprintln!("shaledb-rocksdb: write batch: {status}");
+        match op {
+            Ok((cf, key, value)) => batch.push(kind, cf, key, value),
+            Err(status) => {
+                batch.error.get_or_insert(status);
+            }
         }
     })
 }

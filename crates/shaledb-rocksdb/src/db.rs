@@ -204,6 +204,20 @@ fn open(
 ) -> Result<(rocksdb_t, Vec<ColumnFamily>)> {
     let engine = open_engine(options, path, read_only)?;
     let existing = engine.list_kvs()?;
+    // Checked before any column family is created: an open that fails creates none.
+    let not_opened: Vec<&str> = existing
+        .iter()
+        .map(String::as_str)
+        .filter(|name| {
+            *name != DEFAULT_COLUMN_FAMILY && !column_families.iter().any(|(n, _)| n == name)
+        })
+        .collect();
+    if !not_opened.is_empty() && !read_only {
+        return Err(Status::invalid(format!(
+            "Column families not opened: {}",
+            not_opened.join(", ")
+        )));
+    }
     let create_missing = options.flag("rocksdb_options_set_create_missing_column_families");
     let default_options = column_families
         .iter()
@@ -220,19 +234,6 @@ fn open(
     for (name, cf_options) in column_families {
         let cf = open_column_family(&database, name, cf_options, &existing, create_missing)?;
         opened.push(cf);
-    }
-    let not_opened: Vec<&str> = existing
-        .iter()
-        .map(String::as_str)
-        .filter(|name| {
-            *name != DEFAULT_COLUMN_FAMILY && !column_families.iter().any(|(n, _)| n == name)
-        })
-        .collect();
-    if !not_opened.is_empty() && !read_only {
-        return Err(Status::invalid(format!(
-            "Column families not opened: {}",
-            not_opened.join(", ")
-        )));
     }
     Ok((rocksdb_t { database }, opened))
 }
@@ -277,10 +278,10 @@ fn open_with_column_families(
             handle(*options, "options")?,
         ));
     }
-    let (db, opened) = open(options, path, read_only, &families)?;
     if count > 0 && handles.is_null() {
         return Err(Status::invalid("column family handles array is NULL"));
     }
+    let (db, opened) = open(options, path, read_only, &families)?;
     for (index, cf) in opened.into_iter().enumerate() {
         // SAFETY: c.h passes `handles` as an array of `count` slots to fill.
         unsafe { *handles.add(index) = into_handle(rocksdb_column_family_handle_t { cf }) };
@@ -664,19 +665,32 @@ pub extern "C" fn rocksdb_column_family_handle_get_name(
     })
 }
 
+/// Opens the KVDB at `path` only to look at it: read-only, never created, without a value
+/// cache or its warming, whatever options the program holds (RocksDB reads its MANIFEST).
+fn open_to_inspect(path: &Path) -> engine::Result<Db> {
+    Db::open(
+        path,
+        Options {
+            create_if_missing: false,
+            read_only: true,
+            cache_bytes: 0,
+            warm_reads_per_sec: 0,
+            ..Options::default()
+        },
+    )
+}
+
 /// The column families of the database at `name`: a malloc()ed array of malloc()ed names,
 /// for `rocksdb_list_column_families_destroy`.
 #[no_mangle]
 pub extern "C" fn rocksdb_list_column_families(
-    options: *const rocksdb_options_t,
+    _options: *const rocksdb_options_t,
     name: *const c_char,
     lencf: *mut usize,
     errptr: *mut *mut c_char,
 ) -> *mut *mut c_char {
     call(errptr, std::ptr::null_mut(), || {
-        let options = handle(options, "options")?;
-        let path = text(name, "path")?;
-        let engine = Db::open(path, engine_options(options, true)?)?;
+        let engine = open_to_inspect(Path::new(text(name, "path")?))?;
         let mut names = engine.list_kvs()?;
         if !names.iter().any(|name| name == DEFAULT_COLUMN_FAMILY) {
             names.insert(0, DEFAULT_COLUMN_FAMILY.to_string());
@@ -730,13 +744,7 @@ pub extern "C" fn rocksdb_destroy_db(
             return Ok(());
         }
         // Refuse to remove what is not a database, and one that is open (locked).
-        let probe = Options {
-            create_if_missing: false,
-            read_only: true,
-            warm_reads_per_sec: 0,
-            ..Options::default()
-        };
-        match Db::open(path, probe) {
+        match open_to_inspect(path) {
             Ok(engine) => engine.close()?,
             Err(error) if error.kind() == engine::ErrorKind::NotFound => return Ok(()),
             Err(error) => return Err(error.into()),

@@ -102,6 +102,24 @@ int main(int argc, char** argv) {
     rocksdb_readoptions_set_snapshot(ro, NULL);
     rocksdb_release_snapshot(db, snapshot);
 
+    /* An operation the batch could not take fails the write: none of the batch is written. */
+    rocksdb_writebatch_t* bad = rocksdb_writebatch_create();
+    rocksdb_writebatch_put(bad, "x", 1, "9", 1);
+    rocksdb_writebatch_put(bad, NULL, 3, "9", 1);
+    rocksdb_write(db, wo, bad, &err);
+    CHECK(err != NULL && strncmp(err, "Invalid argument: ", 18) == 0);
+    rocksdb_free(err);
+    err = NULL;
+    check_get(db, ro, "x", NULL);
+    rocksdb_writebatch_clear(bad);
+    rocksdb_writebatch_put(bad, "x", 1, "9", 1);
+    rocksdb_write(db, wo, bad, &err);
+    NO_ERROR(err);
+    check_get(db, ro, "x", "9");
+    rocksdb_delete(db, wo, "x", 1, &err);
+    NO_ERROR(err);
+    rocksdb_writebatch_destroy(bad);
+
     /* Iterators: forward, backward, turning around, seeks, bounds. */
     rocksdb_iterator_t* it = rocksdb_create_iterator(db, ro);
     rocksdb_iter_seek_to_first(it);
@@ -150,6 +168,17 @@ int main(int argc, char** argv) {
     CHECK(db == NULL && err != NULL && strstr(err, "users") != NULL);
     rocksdb_free(err);
     err = NULL;
+    /* ... and fails before creating the column families it names (here "extra"). */
+    rocksdb_options_set_create_missing_column_families(options, 1);
+    const char* partial_names[2] = {"default", "extra"};
+    const rocksdb_options_t* partial_options[2] = {options, options};
+    rocksdb_column_family_handle_t* partial_handles[2];
+    db = rocksdb_open_column_families(options, path, 2, partial_names, partial_options,
+                                      partial_handles, &err);
+    CHECK(db == NULL && err != NULL && strstr(err, "users") != NULL);
+    rocksdb_free(err);
+    err = NULL;
+    rocksdb_options_set_create_missing_column_families(options, 0);
     size_t count = 0;
     char** names = rocksdb_list_column_families(options, path, &count, &err);
     NO_ERROR(err);
@@ -175,6 +204,11 @@ int main(int argc, char** argv) {
     CHECK(db == NULL && err != NULL && strncmp(err, "Not implemented: merge operators", 32) == 0);
     rocksdb_free(err);
     err = NULL;
+    /* Listing column families reads the database whatever the options carry. */
+    names = rocksdb_list_column_families(options, path, &count, &err);
+    NO_ERROR(err);
+    CHECK(count == 2);
+    rocksdb_list_column_families_destroy(names, count);
 
     rocksdb_destroy_db(options, path, &err);
     NO_ERROR(err);
