@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::iter::Iter;
 use crate::kvs::Kvs;
 use crate::record::{self, validate_key, validate_value};
+use crate::snapshot::Snapshot;
 use crate::store::KvsState;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -202,6 +203,33 @@ impl Transaction {
             base_front: None,
             base_back: None,
             done: false,
+        }
+    }
+
+    /// A [`Snapshot`] reading at this transaction's snapshot, for readers that outlive a borrow
+    /// of the transaction (it keeps the versions it sees readable while it lives).
+    pub fn snapshot_view(&self) -> Snapshot {
+        Snapshot::new(self.engine.pin_again(self.seqno()))
+    }
+
+    /// Fails with [`Error::Conflict`] if `key` of `kvs` was committed by another writer after
+    /// this transaction's snapshot: the check [`Transaction::commit`] makes for the keys it
+    /// writes, made now for one key. A caller that keeps others from writing the key (a lock of
+    /// its own) can rely on the answer until it commits.
+    pub fn check_unchanged(&self, kvs: &Kvs, key: impl AsRef<[u8]>) -> Result<()> {
+        kvs.check_live()?;
+        let key = key.as_ref();
+        let snapshot = self.seqno();
+        match self
+            .engine
+            .conflicts
+            .first_conflict(snapshot, std::iter::once((kvs.state.id, key)))
+        {
+            Some(key) => Err(Error::Conflict(format!(
+                "key {:?} was committed by another writer after this transaction's snapshot (seqno {snapshot})",
+                String::from_utf8_lossy(&key)
+            ))),
+            None => Ok(()),
         }
     }
 

@@ -137,6 +137,38 @@ fn write_write_conflicts_write_nothing() {
 }
 
 #[test]
+fn a_key_can_be_checked_before_commit_and_read_at_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let other = db.kvs("u").unwrap();
+    kvs.put("a", "old").unwrap();
+    kvs.put("p:1", "old").unwrap();
+    let txn = db.begin().unwrap();
+    let view = txn.snapshot_view();
+    assert_eq!(view.seqno(), txn.seqno());
+    txn.check_unchanged(&kvs, "a").unwrap();
+    kvs.put("a", "new").unwrap();
+    other.put("b", "new").unwrap();
+    let error = txn.check_unchanged(&kvs, "a").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Conflict);
+    // Another KVS's key of another name, and a key nobody wrote, are unchanged.
+    txn.check_unchanged(&kvs, "b").unwrap();
+    txn.check_unchanged(&other, "a").unwrap();
+    // A prefix delete changes every key under it.
+    kvs.prefix_delete("p:").unwrap();
+    assert_eq!(
+        txn.check_unchanged(&kvs, "p:1").unwrap_err().kind(),
+        ErrorKind::Conflict
+    );
+    // The view reads at the snapshot, and outlives the transaction.
+    drop(txn);
+    assert_eq!(text(view.get(&kvs, "a").unwrap()).as_deref(), Some("old"));
+    assert_eq!(text(view.get(&kvs, "p:1").unwrap()).as_deref(), Some("old"));
+    assert_eq!(view.get(&other, "b").unwrap(), None);
+}
+
+#[test]
 fn write_skew_is_allowed_by_si_and_prevented_by_read_validation() {
     for validate_reads in [false, true] {
         let dir = tempfile::tempdir().unwrap();
