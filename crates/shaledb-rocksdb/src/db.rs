@@ -15,6 +15,7 @@ use libc::c_char;
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// The name of the column family every RocksDB database has.
@@ -41,6 +42,8 @@ pub(crate) struct Database {
     default: ColumnFamily,
     /// Every open column family by number, the default one included.
     column_families: RwLock<BTreeMap<u32, ColumnFamily>>,
+    /// Set by `rocksdb_disable_manual_compaction`: manual compactions fail until re-enabled.
+    pub manual_compaction_paused: AtomicBool,
 }
 
 impl Database {
@@ -60,6 +63,7 @@ impl Database {
             engine,
             column_families: RwLock::new(BTreeMap::from([(0, default.clone())])),
             default,
+            manual_compaction_paused: AtomicBool::new(false),
         }
     }
 

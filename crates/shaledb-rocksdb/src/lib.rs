@@ -14,13 +14,21 @@
 #![allow(non_camel_case_types)]
 
 mod args;
+mod backup_engine;
 mod batch;
+mod checkpoint;
 mod db;
 mod iterator;
+mod maintenance;
+mod option_setters;
 mod options;
 mod plugins;
+mod properties;
 mod read_write_options;
+mod reads;
+mod resources;
 mod settings;
 mod snapshot;
+mod sst_files;
 mod status;
 mod table_options;

@@ -3,9 +3,11 @@
 
 use crate::args::{drop_handle, handle, handle_mut, into_handle};
 use crate::plugins::{Feature, Plugin, SliceTransform};
+use crate::resources::rocksdb_logger_t;
 use crate::settings::{recorded_knobs, Scalar, Settings};
 use crate::status::quiet;
 use crate::table_options::{rocksdb_block_based_table_options_t, BLOCK_BASED_KNOBS};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// `rocksdb_options_t`.
@@ -18,6 +20,13 @@ pub struct rocksdb_options_t {
     pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
     /// Features set that ShaleDB cannot honour; an open with any of them fails, naming it.
     pub(crate) unsupported: Vec<Plugin>,
+    /// Settings given as objects or several values at once (paths, rate limiter, compression
+    /// options, ...), as `name: value` lines for the `LOG`: recorded, with no ShaleDB meaning.
+    pub(crate) recorded: BTreeMap<&'static str, String>,
+    /// The info log set, handed back by `rocksdb_options_get_info_log`.
+    pub(crate) info_log: Option<rocksdb_logger_t>,
+    /// Whether `rocksdb_options_enable_statistics` was called.
+    pub(crate) statistics: bool,
 }
 
 #[no_mangle]
@@ -84,11 +93,17 @@ impl rocksdb_options_t {
         out.push_str("  table_factory options (block-based):\n");
         let table = self.table.clone().unwrap_or_default();
         table.settings.dump(BLOCK_BASED_KNOBS, "    ", out);
+        if let Some(bits) = table.filter_bits_per_key {
+            out.push_str(&format!("    filter_policy: bits_per_key {bits:.6}\n"));
+        }
         if let Some(extractor) = &self.prefix_extractor {
             out.push_str(&format!(
                 "  Options.prefix_extractor: {}\n",
                 extractor.name()
             ));
+        }
+        for (name, value) in &self.recorded {
+            out.push_str(&format!("  Options.{name}: {value}\n"));
         }
         for plugin in &self.unsupported {
             out.push_str(&format!("  not honoured: {}\n", plugin.describe()));

@@ -18,6 +18,7 @@ pub(crate) enum Feature {
     MergeOperator,
     CompactionFilter,
     CompactionFilterFactory,
+    InMemoryEnv,
 }
 
 impl Feature {
@@ -27,6 +28,7 @@ impl Feature {
             Feature::MergeOperator => "merge operators",
             Feature::CompactionFilter => "compaction filters",
             Feature::CompactionFilterFactory => "compaction filter factories",
+            Feature::InMemoryEnv => "an in-memory Env (ShaleDB keeps its data in files)",
         }
     }
 }
@@ -52,7 +54,7 @@ pub struct rocksdb_cache_t {
 }
 
 impl rocksdb_cache_t {
-    fn new(capacity: usize) -> *mut rocksdb_cache_t {
+    pub(crate) fn new(capacity: usize) -> *mut rocksdb_cache_t {
         into_handle(rocksdb_cache_t {
             capacity: Arc::new(AtomicUsize::new(capacity)),
         })

@@ -64,6 +64,13 @@ impl Settings {
         self.values.insert(setter, value.to_bits());
     }
 
+    /// Records every value `other` holds (an option object copied into another, as
+    /// `rocksdb_options_set_universal_compaction_options` does).
+    pub fn absorb(&mut self, other: &Settings) {
+        self.values
+            .extend(other.values.iter().map(|(k, v)| (*k, *v)));
+    }
+
     /// The value set by `setter`, or `default`.
     pub fn get<T: Scalar>(&self, setter: &str, default: T) -> T {
         self.values
@@ -152,6 +159,23 @@ macro_rules! recorded_knobs {
 }
 
 pub(crate) use recorded_knobs;
+
+/// Defines `create` and `destroy` for option objects made with `Default`.
+macro_rules! option_object {
+    ($($object:ident: $create:ident, $destroy:ident;)*) => {$(
+        #[no_mangle]
+        pub extern "C" fn $create() -> *mut $object {
+            crate::args::into_handle($object::default())
+        }
+
+        #[no_mangle]
+        pub extern "C" fn $destroy(object: *mut $object) {
+            crate::status::quiet((), || crate::args::drop_handle(object))
+        }
+    )*};
+}
+
+pub(crate) use option_object;
 
 /// `name` without `prefix` (in a const context).
 pub(crate) const fn suffix(name: &'static str, prefix: &'static str) -> &'static str {

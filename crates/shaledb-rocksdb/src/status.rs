@@ -113,24 +113,24 @@ fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// Runs the body of a call that reports through `errptr`: an error or a panic (which must not
-/// unwind into C) is stored there, and `failed` returned.
+/// Runs `body`, turning a panic (which must not unwind into C) into an "Operation aborted"
+/// status.
+pub(crate) fn caught<T>(body: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        Err(Status::new(
+            Code::Aborted,
+            format!("internal error in ShaleDB: {}", panic_text(panic)),
+        ))
+    })
+}
+
+/// Runs the body of a call that reports through `errptr`: an error or a panic is stored
+/// there, and `failed` returned.
 pub(crate) fn call<T>(errptr: *mut *mut c_char, failed: T, body: impl FnOnce() -> Result<T>) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(value)) => value,
-        Ok(Err(status)) => {
-            report(errptr, &status);
-            failed
-        }
-        Err(panic) => {
-            let status = Status::new(
-                Code::Aborted,
-                format!("internal error in ShaleDB: {}", panic_text(panic)),
-            );
-            report(errptr, &status);
-            failed
-        }
-    }
+    caught(body).unwrap_or_else(|status| {
+        report(errptr, &status);
+        failed
+    })
 }
 
 /// Runs the body of a call that has no way to report an error (a setter, a destructor, an

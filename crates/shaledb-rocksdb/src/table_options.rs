@@ -11,6 +11,9 @@ use crate::status::quiet;
 pub struct rocksdb_block_based_table_options_t {
     pub(crate) settings: Settings,
     pub(crate) block_cache: Option<rocksdb_cache_t>,
+    /// The filter policy's bits per key (ShaleDB's index in DRAM answers for absent keys
+    /// without a device read, so it needs no filter).
+    pub(crate) filter_bits_per_key: Option<f64>,
 }
 
 /// `rocksdb_cuckoo_table_options_t`.
@@ -42,6 +45,15 @@ pub extern "C" fn rocksdb_block_based_options_set_block_cache(
         {
             options.block_cache = Some(cache.clone());
         }
+    })
+}
+
+/// The hash ratio of cuckoo table options, for the `LOG`.
+pub(crate) fn cuckoo_hash_ratio(table: *mut rocksdb_cuckoo_table_options_t) -> f64 {
+    handle(table, "cuckoo table options").map_or(0.0, |table| {
+        table
+            .settings
+            .value(CUCKOO_KNOBS, "rocksdb_cuckoo_options_set_hash_ratio")
     })
 }
 

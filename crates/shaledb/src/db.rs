@@ -387,6 +387,11 @@ impl Db {
         &self.recovery_report
     }
 
+    /// The KVDB's id, chosen at creation and kept for its life (a backup gets a new one).
+    pub fn id(&self) -> u64 {
+        self.store().lifecycle.manifest.state().kvdb_id
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

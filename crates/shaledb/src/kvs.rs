@@ -4,6 +4,7 @@ use crate::bounds::{owned_bounds, prefix_bounds};
 use crate::commit::BatchOp;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::index::RangeSize;
 use crate::iter::Iter;
 use crate::options::KvsOptions;
 use crate::record::{validate_key, RecordKind};
@@ -99,6 +100,15 @@ impl Kvs {
             Some(first) => Ok(first.map(|key| Bytes::from(Vec::from(key)))),
             None => self.range(range).keys().next().transpose(),
         }
+    }
+
+    /// How many keys `range` holds now and the bytes of their records on media, counted from
+    /// the index (no device reads; old versions kept for snapshots not included).
+    pub fn range_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<RangeSize> {
+        self.check_live()?;
+        let lower = range.start_bound().map(AsRef::as_ref);
+        let upper = range.end_bound().map(AsRef::as_ref);
+        Ok(self.state.index.range_size(lower, upper))
     }
 
     /// Every key starting with `prefix`, in order; reverse with `.rev()`.

@@ -73,6 +73,7 @@ pub use check::CheckReport;
 pub use compression::Compression;
 pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
+pub use index::RangeSize;
 pub use iter::{Iter, Keys};
 pub use kvs::Kvs;
 pub use media::{MediaClass, OsStorage, Storage, StorageFile};

@@ -1,6 +1,7 @@
 /* A program written for RocksDB's C API, run on ShaleDB: the calls most programs make (open,
  * point reads and writes, batches, iterators both ways, snapshots, column families, reopen),
  * and a feature ShaleDB refuses by name. Exits non-zero on the first surprise. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,144 @@ int main(int argc, char** argv) {
     NO_ERROR(err);
     CHECK(value != NULL && len == 3 && memcmp(value, "ada", 3) == 0);
     rocksdb_free(value);
+
+    /* Pinned reads hand the value out without a copy; absent keys give NULL. */
+    rocksdb_pinnableslice_t* pinned = rocksdb_get_pinned_cf(db, ro, cf, "u1", 2, &err);
+    NO_ERROR(err);
+    const char* pinned_value = rocksdb_pinnableslice_value(pinned, &len);
+    CHECK(pinned_value != NULL && len == 3 && memcmp(pinned_value, "ada", 3) == 0);
+    rocksdb_pinnableslice_destroy(pinned);
+    CHECK(rocksdb_get_pinned(db, ro, "nope", 4, &err) == NULL);
+    NO_ERROR(err);
+
+    /* Multi-get across column families, at one view; one bad key fails alone. */
+    const char* mkeys[3] = {"b", "u1", "zz"};
+    size_t mkey_sizes[3] = {1, 2, 2};
+    const rocksdb_column_family_handle_t* mcfs[3] = {NULL, cf, cf};
+    rocksdb_column_family_handle_t* default_cf = rocksdb_get_default_column_family_handle(db);
+    mcfs[0] = default_cf;
+    char* mvalues[3];
+    size_t mvalue_sizes[3];
+    char* merrs[3];
+    rocksdb_multi_get_cf(db, ro, mcfs, 3, mkeys, mkey_sizes, mvalues, mvalue_sizes, merrs);
+    CHECK(merrs[0] == NULL && merrs[1] == NULL && merrs[2] == NULL);
+    CHECK(mvalues[0] != NULL && mvalue_sizes[0] == 1 && memcmp(mvalues[0], "2", 1) == 0);
+    CHECK(mvalues[1] != NULL && mvalue_sizes[1] == 3 && memcmp(mvalues[1], "ada", 3) == 0);
+    CHECK(mvalues[2] == NULL);
+    rocksdb_free(mvalues[0]);
+    rocksdb_free(mvalues[1]);
+    mkey_sizes[2] = 0; /* an empty key is refused: its error, the others still read */
+    rocksdb_multi_get(db, ro, 3, mkeys, mkey_sizes, mvalues, mvalue_sizes, merrs);
+    CHECK(merrs[0] == NULL && mvalues[0] != NULL && mvalues[1] == NULL);
+    CHECK(merrs[2] != NULL && strncmp(merrs[2], "Invalid argument: ", 18) == 0);
+    rocksdb_free(mvalues[0]);
+    rocksdb_free(merrs[2]);
+    rocksdb_pinnableslice_t* batched[2];
+    char* berrs[2];
+    rocksdb_batched_multi_get_cf(db, ro, cf, 2, &mkeys[1], &mkey_sizes[1], batched, berrs, 0);
+    CHECK(batched[0] != NULL && batched[1] == NULL && berrs[0] == NULL && berrs[1] != NULL);
+    rocksdb_pinnableslice_destroy(batched[0]);
+    rocksdb_free(berrs[1]);
+    rocksdb_column_family_handle_destroy(default_cf);
+
+    /* key_may_exist is exact (the index is in DRAM), and hands the value out when asked. */
+    unsigned char found = 0;
+    value = NULL;
+    CHECK(rocksdb_key_may_exist_cf(db, ro, cf, "u1", 2, &value, &len, NULL, 0, &found) == 1);
+    CHECK(found == 1 && value != NULL && len == 3);
+    rocksdb_free(value);
+    CHECK(rocksdb_key_may_exist(db, ro, "nope", 4, NULL, NULL, NULL, 0, &found) == 0);
+
+    /* Flush makes writes durable; compaction runs the cleaner; properties and sizes. */
+    rocksdb_flushoptions_t* fo = rocksdb_flushoptions_create();
+    rocksdb_flush(db, fo, &err);
+    NO_ERROR(err);
+    rocksdb_flush_cf(db, fo, cf, &err);
+    NO_ERROR(err);
+    rocksdb_flushoptions_destroy(fo);
+    rocksdb_compact_range(db, NULL, 0, NULL, 0);
+    rocksdb_compactoptions_t* co = rocksdb_compactoptions_create();
+    CHECK(rocksdb_compactoptions_get_target_level(co) == -1);
+    rocksdb_compactoptions_set_target_level(co, 2);
+    CHECK(rocksdb_compactoptions_get_target_level(co) == 2);
+    rocksdb_compact_range_cf_opt(db, cf, co, "a", 1, "z", 1);
+    rocksdb_compactoptions_destroy(co);
+    uint64_t keys_in_cf = 0;
+    CHECK(rocksdb_property_int_cf(db, cf, "rocksdb.estimate-num-keys", &keys_in_cf) == 0);
+    CHECK(keys_in_cf == 1);
+    CHECK(rocksdb_property_int(db, "rocksdb.no-such-property", &keys_in_cf) == -1);
+    CHECK(rocksdb_property_value(db, "rocksdb.no-such-property") == NULL);
+    char* stats = rocksdb_property_value(db, "rocksdb.stats");
+    CHECK(stats != NULL && strstr(stats, "ShaleDB") != NULL);
+    rocksdb_free(stats);
+    const char* starts[2] = {"a", "u"};
+    size_t start_sizes[2] = {1, 1};
+    const char* limits[2] = {"b", "v"};
+    size_t limit_sizes[2] = {1, 1};
+    uint64_t sizes[2] = {7, 7};
+    rocksdb_approximate_sizes_cf(db, cf, 2, starts, start_sizes, limits, limit_sizes, sizes, &err);
+    NO_ERROR(err);
+    CHECK(sizes[0] == 0 && sizes[1] > 5); /* "u1" -> "ada" lies in the second range */
+    rocksdb_column_family_metadata_t* meta = rocksdb_get_column_family_metadata_cf(db, cf);
+    char* meta_name = rocksdb_column_family_metadata_get_name(meta);
+    CHECK(strcmp(meta_name, "users") == 0 && rocksdb_column_family_metadata_get_size(meta) > 5);
+    CHECK(rocksdb_column_family_metadata_get_level_count(meta) == 0);
+    rocksdb_free(meta_name);
+    rocksdb_column_family_metadata_destroy(meta);
+    size_t id_len = 0;
+    char* id = rocksdb_get_db_identity(db, &id_len);
+    CHECK(id != NULL && id_len == 16);
+    rocksdb_free(id);
+    CHECK(rocksdb_get_latest_sequence_number(db) > 0);
+
+    /* A checkpoint is an openable copy; it refuses a directory that exists. */
+    char copy_path[4200];
+    snprintf(copy_path, sizeof copy_path, "%s/copy", argv[1]);
+    rocksdb_checkpoint_t* checkpoint = rocksdb_checkpoint_object_create(db, &err);
+    NO_ERROR(err);
+    rocksdb_checkpoint_create(checkpoint, copy_path, 0, &err);
+    NO_ERROR(err);
+    rocksdb_checkpoint_create(checkpoint, copy_path, 0, &err);
+    CHECK(err != NULL && strncmp(err, "Invalid argument: Directory exists", 34) == 0);
+    rocksdb_free(err);
+    err = NULL;
+    rocksdb_checkpoint_object_destroy(checkpoint);
+    rocksdb_options_t* copy_options = rocksdb_options_create();
+    /* Read-only, the copy's default column family alone may be opened. */
+    rocksdb_t* copy = rocksdb_open_for_read_only(copy_options, copy_path, 0, &err);
+    NO_ERROR(err);
+    value = rocksdb_get(copy, ro, "b", 1, &len, &err);
+    NO_ERROR(err);
+    CHECK(value != NULL && len == 1 && value[0] == '2');
+    rocksdb_free(value);
+    rocksdb_close(copy);
+    rocksdb_column_family_handle_t* copy_handles[2];
+    const char* copy_cf_names[2] = {"default", "users"};
+    const rocksdb_options_t* copy_cf_options[2] = {copy_options, copy_options};
+    copy = rocksdb_open_column_families(copy_options, copy_path, 2, copy_cf_names, copy_cf_options,
+                                        copy_handles, &err);
+    NO_ERROR(err);
+    value = rocksdb_get_cf(copy, ro, copy_handles[1], "u1", 2, &len, &err);
+    NO_ERROR(err);
+    CHECK(value != NULL && len == 3 && memcmp(value, "ada", 3) == 0);
+    rocksdb_free(value);
+    rocksdb_column_family_handle_destroy(copy_handles[0]);
+    rocksdb_column_family_handle_destroy(copy_handles[1]);
+    rocksdb_close(copy);
+    rocksdb_destroy_db(copy_options, copy_path, &err);
+    NO_ERROR(err);
+
+    /* An in-memory Env cannot be honoured: the open fails by name. */
+    rocksdb_env_t* mem_env = rocksdb_create_mem_env();
+    rocksdb_options_set_env(copy_options, mem_env);
+    rocksdb_options_set_create_if_missing(copy_options, 1);
+    copy = rocksdb_open(copy_options, copy_path, &err);
+    CHECK(copy == NULL && err != NULL && strstr(err, "in-memory Env") != NULL);
+    rocksdb_free(err);
+    err = NULL;
+    rocksdb_env_destroy(mem_env);
+    rocksdb_options_destroy(copy_options);
+
     rocksdb_column_family_handle_destroy(cf);
     rocksdb_close(db);
 

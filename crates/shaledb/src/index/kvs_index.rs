@@ -27,6 +27,13 @@ pub enum Liveness {
     Dead,
 }
 
+/// What a key range holds: see [`KvsIndex::range_size`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RangeSize {
+    pub keys: u64,
+    pub bytes: u64,
+}
+
 #[derive(Default)]
 pub struct KvsIndex {
     newest: PackedMap,
@@ -36,6 +43,20 @@ pub struct KvsIndex {
 impl KvsIndex {
     pub fn len(&self) -> usize {
         self.newest.len()
+    }
+
+    /// The keys within `lower..upper` that have a value now, and the bytes of their records on
+    /// media (newest versions only).
+    pub fn range_size(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> RangeSize {
+        let mut size = RangeSize::default();
+        if !crate::bounds::is_empty_range(lower, upper) {
+            self.newest.visit_range(lower, upper, false, |_, entry| {
+                size.keys += 1;
+                size.bytes += u64::from(entry.location.len);
+                ControlFlow::Continue(())
+            });
+        }
+        size
     }
 
     /// Whether any replaced version is kept for a snapshot.
@@ -338,6 +359,35 @@ mod tests {
         let freed = index.prune_old(|_, _| false);
         assert_eq!(freed, vec![entry(1)]);
         assert_eq!(index.get_at(b"k", 1), None);
+    }
+
+    #[test]
+    fn a_range_size_counts_the_newest_records_within_its_bounds() {
+        let mut index = KvsIndex::default();
+        for (seqno, key) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
+            index.put(*key, entry(seqno as u64 + 1), 0);
+        }
+        // A replaced version kept for a snapshot is not counted.
+        index.put(b"b", entry(9), 1);
+        let size = index.range_size(Bound::Included(b"b"), Bound::Excluded(b"d"));
+        assert_eq!(
+            size,
+            RangeSize {
+                keys: 2,
+                bytes: 100
+            }
+        );
+        assert_eq!(
+            index.range_size(Bound::Unbounded, Bound::Unbounded),
+            RangeSize {
+                keys: 4,
+                bytes: 200
+            }
+        );
+        assert_eq!(
+            index.range_size(Bound::Included(b"d"), Bound::Excluded(b"a")),
+            RangeSize::default()
+        );
     }
 
     #[test]

@@ -9,5 +9,5 @@ mod packed;
 mod partitioned;
 
 pub use entry::{Entry, Key};
-pub use kvs_index::{KvsIndex, Liveness};
+pub use kvs_index::{KvsIndex, Liveness, RangeSize};
 pub use partitioned::PartitionedIndex;

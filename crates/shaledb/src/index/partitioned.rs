@@ -4,7 +4,7 @@
 //! key group (`KeyGroups`), whose keys all hash to one partition.
 
 use super::entry::{Entry, Key};
-use super::kvs_index::KvsIndex;
+use super::kvs_index::{KvsIndex, RangeSize};
 use crate::bounds::prefix_bounds;
 use crate::key_groups::KeyGroups;
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -152,6 +152,18 @@ impl PartitionedIndex {
     /// applied may be counted in part).
     pub fn len(&self) -> usize {
         self.parts.iter().map(|part| part.read().len()).sum()
+    }
+
+    /// The keys within `lower..upper` and their records' bytes, each partition walked under
+    /// its own read lock.
+    pub fn range_size(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> RangeSize {
+        self.parts.iter().fold(RangeSize::default(), |total, part| {
+            let size = part.read().range_size(lower, upper);
+            RangeSize {
+                keys: total.keys + size.keys,
+                bytes: total.bytes + size.bytes,
+            }
+        })
     }
 
     /// Estimated DRAM the newest versions hold (see `PackedMap`).

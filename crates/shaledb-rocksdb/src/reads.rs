@@ -1,0 +1,344 @@
+//! Point reads beyond `rocksdb_get`: pinned reads (`rocksdb_pinnableslice_t`, the value handed
+//! out without a copy), multi-gets (one consistent view across every key and column family, as
+//! RocksDB's MultiGet) and `rocksdb_key_may_exist`.
+
+use crate::args::{array, bytes, drop_handle, handle, into_handle, malloc_bytes, set_out};
+use crate::db::{read, rocksdb_column_family_handle_t, rocksdb_t, ColumnFamily};
+use crate::read_write_options::rocksdb_readoptions_t;
+use crate::status::{call, caught, quiet, report, Result, Status};
+use engine::{Bytes, Snapshot};
+use libc::c_char;
+use std::sync::Arc;
+
+/// `rocksdb_pinnableslice_t`: a value held by the library until destroyed; C reads it in place.
+pub struct rocksdb_pinnableslice_t {
+    value: Bytes,
+}
+
+fn pinned(value: Option<Bytes>) -> *mut rocksdb_pinnableslice_t {
+    value.map_or(std::ptr::null_mut(), |value| {
+        into_handle(rocksdb_pinnableslice_t { value })
+    })
+}
+
+fn get_pinned(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    cf: *mut rocksdb_column_family_handle_t,
+    key: *const c_char,
+    keylen: usize,
+) -> Result<*mut rocksdb_pinnableslice_t> {
+    let options = handle(options, "read options")?;
+    let db = handle(db, "db")?;
+    Ok(pinned(read(
+        options,
+        db.column_family(cf)?,
+        bytes(key, keylen)?,
+    )?))
+}
+
+/// The value of `key`, or NULL when it has none.
+#[no_mangle]
+pub extern "C" fn rocksdb_get_pinned(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    key: *const c_char,
+    keylen: usize,
+    errptr: *mut *mut c_char,
+) -> *mut rocksdb_pinnableslice_t {
+    call(errptr, std::ptr::null_mut(), || {
+        get_pinned(db, options, std::ptr::null_mut(), key, keylen)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn rocksdb_get_pinned_cf(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    column_family: *mut rocksdb_column_family_handle_t,
+    key: *const c_char,
+    keylen: usize,
+    errptr: *mut *mut c_char,
+) -> *mut rocksdb_pinnableslice_t {
+    call(errptr, std::ptr::null_mut(), || {
+        get_pinned(db, options, column_family, key, keylen)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn rocksdb_pinnableslice_destroy(slice: *mut rocksdb_pinnableslice_t) {
+    quiet((), || drop_handle(slice))
+}
+
+/// The pinned value, valid until the slice is destroyed; its length goes to `*vlen`.
+#[no_mangle]
+pub extern "C" fn rocksdb_pinnableslice_value(
+    slice: *const rocksdb_pinnableslice_t,
+    vlen: *mut usize,
+) -> *const c_char {
+    quiet(std::ptr::null(), || match handle(slice, "pinnable slice") {
+        Ok(slice) => {
+            set_out(vlen, slice.value.len());
+            slice.value.as_ptr().cast()
+        }
+        Err(_) => {
+            set_out(vlen, 0);
+            std::ptr::null()
+        }
+    })
+}
+
+/// The snapshot a multi-get reads every key at: the read options', or one taken now.
+fn multi_get_view(db: &rocksdb_t, options: &rocksdb_readoptions_t) -> Result<Arc<Snapshot>> {
+    match &options.snapshot {
+        Some(snapshot) => Ok(snapshot.clone()),
+        None => Ok(Arc::new(db.engine().snapshot()?)),
+    }
+}
+
+/// Reads `count` keys, the i-th in the column family `column_family(i)`, at one view; hands
+/// each outcome to `deliver(i, value or error)`.
+#[allow(clippy::too_many_arguments)]
+fn multi_get<'a>(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    count: usize,
+    keys: *const *const c_char,
+    key_sizes: *const usize,
+    column_family: impl Fn(&'a rocksdb_t, usize) -> Result<&'a ColumnFamily>,
+    mut deliver: impl FnMut(usize, Result<Option<Bytes>>),
+) -> Result<()> {
+    let db: &'a rocksdb_t = handle(db, "db")?;
+    let options = handle(options, "read options")?;
+    let keys = array(keys, count)?;
+    let key_sizes = array(key_sizes, count)?;
+    let view = multi_get_view(db, options)?;
+    for (index, (key, size)) in keys.iter().zip(key_sizes).enumerate() {
+        let value = column_family(db, index).and_then(|cf| {
+            let key = bytes(*key, *size)?;
+            Ok(view.get(&cf.kvs, key)?)
+        });
+        deliver(index, value);
+    }
+    Ok(())
+}
+
+/// Fills `values[i]`/`values_sizes[i]` (malloc()ed, NULL when absent) and `errs[i]` (NULL, or
+/// the error of key i); a failure of the whole call (a NULL handle) is reported in every slot.
+#[allow(clippy::too_many_arguments)]
+fn multi_get_into<'a>(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    count: usize,
+    keys: *const *const c_char,
+    key_sizes: *const usize,
+    column_family: impl Fn(&'a rocksdb_t, usize) -> Result<&'a ColumnFamily>,
+    values: *mut *mut c_char,
+    values_sizes: *mut usize,
+    errs: *mut *mut c_char,
+) {
+    if values.is_null() || values_sizes.is_null() || errs.is_null() {
+        return;
+    }
+    let deliver = |index: usize, outcome: Result<Option<Bytes>>| {
+        // SAFETY: c.h passes `values`, `values_sizes` and `errs` as arrays of `num_keys`.
+        let (value, size, err) =
+            unsafe { (values.add(index), values_sizes.add(index), errs.add(index)) };
+        set_out(value, std::ptr::null_mut());
+        set_out(size, 0);
+        set_out(err, std::ptr::null_mut());
+        match outcome {
+            Ok(Some(found)) => set_out(value, malloc_bytes(&found, size)),
+            Ok(None) => {}
+            Err(status) => report(err, &status),
+        }
+    };
+    let failed = caught(|| multi_get(db, options, count, keys, key_sizes, column_family, deliver));
+    if let Err(status) = failed {
+        (0..count).for_each(|index| deliver(index, Err(status.clone())));
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn rocksdb_multi_get(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    num_keys: usize,
+    keys_list: *const *const c_char,
+    keys_list_sizes: *const usize,
+    values_list: *mut *mut c_char,
+    values_list_sizes: *mut usize,
+    errs: *mut *mut c_char,
+) {
+    multi_get_into(
+        db,
+        options,
+        num_keys,
+        keys_list,
+        keys_list_sizes,
+        |db, _| db.column_family(std::ptr::null()),
+        values_list,
+        values_list_sizes,
+        errs,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn rocksdb_multi_get_cf(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    column_families: *const *const rocksdb_column_family_handle_t,
+    num_keys: usize,
+    keys_list: *const *const c_char,
+    keys_list_sizes: *const usize,
+    values_list: *mut *mut c_char,
+    values_list_sizes: *mut usize,
+    errs: *mut *mut c_char,
+) {
+    multi_get_into(
+        db,
+        options,
+        num_keys,
+        keys_list,
+        keys_list_sizes,
+        |db, index| {
+            let handles = array(column_families, num_keys)?;
+            if handles[index].is_null() {
+                return Err(Status::invalid("column family handle is NULL"));
+            }
+            db.column_family(handles[index])
+        },
+        values_list,
+        values_list_sizes,
+        errs,
+    )
+}
+
+/// Multi-get within one column family, into pinnable slices (NULL when absent).
+#[no_mangle]
+pub extern "C" fn rocksdb_batched_multi_get_cf(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    column_family: *mut rocksdb_column_family_handle_t,
+    num_keys: usize,
+    keys_list: *const *const c_char,
+    keys_list_sizes: *const usize,
+    values: *mut *mut rocksdb_pinnableslice_t,
+    errs: *mut *mut c_char,
+    _sorted_input: bool,
+) {
+    if values.is_null() || errs.is_null() {
+        return;
+    }
+    let deliver = |index: usize, outcome: Result<Option<Bytes>>| {
+        // SAFETY: c.h passes `values` and `errs` as arrays of `num_keys`.
+        let (value, err) = unsafe { (values.add(index), errs.add(index)) };
+        set_out(value, std::ptr::null_mut());
+        set_out(err, std::ptr::null_mut());
+        match outcome {
+            Ok(found) => set_out(value, pinned(found)),
+            Err(status) => report(err, &status),
+        }
+    };
+    let failed = caught(|| {
+        multi_get(
+            db,
+            options,
+            num_keys,
+            keys_list,
+            keys_list_sizes,
+            |db, _| db.column_family(column_family),
+            deliver,
+        )
+    });
+    if let Err(status) = failed {
+        (0..num_keys).for_each(|index| deliver(index, Err(status.clone())));
+    }
+}
+
+/// Whether `key` may exist. ShaleDB's index is in DRAM, so the answer is exact and costs no
+/// device read; the value is handed out too (`*value_found` = 1) when `value` is not NULL.
+#[allow(clippy::too_many_arguments)]
+fn key_may_exist(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    cf: *mut rocksdb_column_family_handle_t,
+    key: *const c_char,
+    key_len: usize,
+    value: *mut *mut c_char,
+    val_len: *mut usize,
+    value_found: *mut libc::c_uchar,
+) -> libc::c_uchar {
+    set_out(value_found, 0);
+    let found = caught(|| -> Result<bool> {
+        let db = handle(db, "db")?;
+        let options = handle(options, "read options")?;
+        let cf = db.column_family(cf)?;
+        let key = bytes(key, key_len)?;
+        if value.is_null() {
+            return Ok(match &options.snapshot {
+                Some(_) => read(options, cf, key)?.is_some(),
+                None => cf.kvs.contains_key(key)?,
+            });
+        }
+        Ok(match read(options, cf, key)? {
+            Some(found) => {
+                set_out(value, malloc_bytes(&found, val_len));
+                set_out(value_found, 1);
+                true
+            }
+            None => false,
+        })
+    });
+    // An error cannot be reported here: "may exist" is the answer that never misleads.
+    u8::from(found.unwrap_or(true))
+}
+
+#[no_mangle]
+pub extern "C" fn rocksdb_key_may_exist(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    key: *const c_char,
+    key_len: usize,
+    value: *mut *mut c_char,
+    val_len: *mut usize,
+    _timestamp: *const c_char,
+    _timestamp_len: usize,
+    value_found: *mut libc::c_uchar,
+) -> libc::c_uchar {
+    key_may_exist(
+        db,
+        options,
+        std::ptr::null_mut(),
+        key,
+        key_len,
+        value,
+        val_len,
+        value_found,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn rocksdb_key_may_exist_cf(
+    db: *mut rocksdb_t,
+    options: *const rocksdb_readoptions_t,
+    column_family: *mut rocksdb_column_family_handle_t,
+    key: *const c_char,
+    key_len: usize,
+    value: *mut *mut c_char,
+    val_len: *mut usize,
+    _timestamp: *const c_char,
+    _timestamp_len: usize,
+    value_found: *mut libc::c_uchar,
+) -> libc::c_uchar {
+    key_may_exist(
+        db,
+        options,
+        column_family,
+        key,
+        key_len,
+        value,
+        val_len,
+        value_found,
+    )
+}
