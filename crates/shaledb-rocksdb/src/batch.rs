@@ -76,7 +76,7 @@ pub struct rocksdb_writebatch_t {
     serialized: Vec<u8>,
     /// Why an operation could not be added (c.h's adders report nothing): `rocksdb_write`
     /// fails with it rather than write the batch without that operation.
-    error: Option<Status>,
+    pub(crate) error: Option<Status>,
 }
 
 impl rocksdb_writebatch_t {
@@ -97,7 +97,7 @@ impl rocksdb_writebatch_t {
             .count()
     }
 
-    fn serialize(&self) -> Vec<u8> {
+    pub(crate) fn serialize(&self) -> Vec<u8> {
         let mut out = vec![0u8; 8];
         out.extend_from_slice(&(self.count() as u32).to_le_bytes());
         for op in &self.ops {
@@ -121,7 +121,7 @@ impl rocksdb_writebatch_t {
         out
     }
 
-    fn parse(mut rep: &[u8]) -> Result<rocksdb_writebatch_t> {
+    pub(crate) fn parse(mut rep: &[u8]) -> Result<rocksdb_writebatch_t> {
         let malformed = |what: &str| Status::new(crate::status::Code::Corruption, what.to_string());
         if rep.len() < 12 {
             return Err(malformed("malformed WriteBatch (too small)"));

@@ -200,7 +200,7 @@ fn write_log(options: &rocksdb_options_t, path: &str, engine: &Db) -> Result<()>
 /// Opens the database with the column families named (the default one among them, or not),
 /// creating those missing when the options allow; every column family the database has must
 /// be named, as in RocksDB.
-fn open(
+pub(crate) fn open(
     options: &rocksdb_options_t,
     path: &str,
     read_only: bool,
@@ -213,7 +213,9 @@ fn open(
         .iter()
         .map(String::as_str)
         .filter(|name| {
-            *name != DEFAULT_COLUMN_FAMILY && !column_families.iter().any(|(n, _)| n == name)
+            *name != DEFAULT_COLUMN_FAMILY
+                && !crate::prepared::is_reserved(name)
+                && !column_families.iter().any(|(n, _)| n == name)
         })
         .collect();
     if !not_opened.is_empty() && !read_only {
@@ -249,6 +251,11 @@ fn open_column_family(
     existing: &[String],
     create: bool,
 ) -> Result<ColumnFamily> {
+    if crate::prepared::is_reserved(name) {
+        return Err(Status::invalid(format!(
+            "{name}: reserved for ShaleDB's own use (prepared transactions)"
+        )));
+    }
     if !existing.iter().any(|known| known == name) && !create {
         return Err(Status::invalid(format!("Column family not found: {name}")));
     }
@@ -261,7 +268,7 @@ fn open_column_family(
 /// Opens with the column families given by name and options (arrays of `count`), filling
 /// `handles` with one handle per name.
 #[allow(clippy::too_many_arguments)]
-fn open_with_column_families(
+pub(crate) fn open_with_column_families(
     options: *const rocksdb_options_t,
     name: *const c_char,
     count: libc::c_int,
@@ -696,6 +703,7 @@ pub extern "C" fn rocksdb_list_column_families(
     call(errptr, std::ptr::null_mut(), || {
         let engine = open_to_inspect(Path::new(text(name, "path")?))?;
         let mut names = engine.list_kvs()?;
+        names.retain(|name| !crate::prepared::is_reserved(name));
         if !names.iter().any(|name| name == DEFAULT_COLUMN_FAMILY) {
             names.insert(0, DEFAULT_COLUMN_FAMILY.to_string());
         }

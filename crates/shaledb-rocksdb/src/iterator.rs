@@ -8,7 +8,8 @@ use crate::db::{rocksdb_column_family_handle_t, rocksdb_t, ColumnFamily, Databas
 use crate::plugins::SliceTransform;
 use crate::read_write_options::rocksdb_readoptions_t;
 use crate::status::{call, quiet, report, Result, Status};
-use engine::{Bytes, Iter, Snapshot};
+use crate::write_set::{Cursor, Overlay};
+use engine::{Bytes, Snapshot};
 use libc::c_char;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -31,7 +32,9 @@ pub struct rocksdb_iterator_t {
     /// With prefix_same_as_start: the extractor, and the prefix of the key last sought.
     prefix_extractor: Option<Arc<SliceTransform>>,
     prefix: Option<Vec<u8>>,
-    cursor: Option<(Iter, Direction)>,
+    /// A transaction's writes to this column family, merged over the database's (write_set.rs).
+    overlay: Option<Arc<Overlay>>,
+    cursor: Option<(Cursor, Direction)>,
     current: Option<(Bytes, Bytes)>,
     status: Option<Status>,
 }
@@ -56,10 +59,23 @@ impl rocksdb_iterator_t {
             upper: options.upper_bound.clone(),
             prefix_extractor,
             prefix: None,
+            overlay: None,
             cursor: None,
             current: None,
             status: None,
         })
+    }
+
+    /// An iterator over a transaction: its writes to `cf` (`overlay`) over the database's.
+    pub(crate) fn with_overlay(
+        db: &rocksdb_t,
+        cf: ColumnFamily,
+        options: &rocksdb_readoptions_t,
+        overlay: Arc<Overlay>,
+    ) -> Result<Self> {
+        let mut iterator = Self::new(db, cf, options)?;
+        iterator.overlay = Some(overlay);
+        Ok(iterator)
     }
 
     /// Starts a cursor over `[from, to)` (within the bounds) and moves to its first item
@@ -69,7 +85,14 @@ impl rocksdb_iterator_t {
         let upper = tighter(to, self.upper.clone().map(Bound::Excluded), false);
         self.status = None;
         // A cursor over an empty or inverted range yields nothing (the engine's contract).
-        let cursor = self.snapshot.range(&self.cf.kvs, (lower, upper));
+        let cursor = match &self.overlay {
+            Some(overlay) => {
+                let bounds = (lower.clone(), upper.clone());
+                let base = self.snapshot.range(&self.cf.kvs, (lower, upper));
+                Cursor::new(base, overlay, bounds)
+            }
+            None => Cursor::plain(self.snapshot.range(&self.cf.kvs, (lower, upper))),
+        };
         self.cursor = Some((cursor, direction));
         self.step();
     }

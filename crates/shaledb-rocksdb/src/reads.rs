@@ -15,7 +15,7 @@ pub struct rocksdb_pinnableslice_t {
     value: Bytes,
 }
 
-fn pinned(value: Option<Bytes>) -> *mut rocksdb_pinnableslice_t {
+pub(crate) fn pinned(value: Option<Bytes>) -> *mut rocksdb_pinnableslice_t {
     value.map_or(std::ptr::null_mut(), |value| {
         into_handle(rocksdb_pinnableslice_t { value })
     })

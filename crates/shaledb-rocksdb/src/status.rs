@@ -18,6 +18,8 @@ pub(crate) enum Code {
     Busy,
     Aborted,
     ShutdownInProgress,
+    TimedOut,
+    Expired,
 }
 
 impl Code {
@@ -32,6 +34,8 @@ impl Code {
             Code::Busy => "Resource busy: ",
             Code::Aborted => "Operation aborted: ",
             Code::ShutdownInProgress => "Shutdown in progress: ",
+            Code::TimedOut => "Operation timed out: ",
+            Code::Expired => "Operation expired: ",
         }
     }
 }
