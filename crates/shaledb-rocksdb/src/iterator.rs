@@ -133,6 +133,11 @@ impl rocksdb_iterator_t {
     }
 
     fn seek_to_first(&mut self) {
+        // With a lower bound, RocksDB's DBIter seeks to it, so prefix_same_as_start keeps to
+        // the bound's prefix.
+        if let Some(lower) = self.lower.clone() {
+            return self.seek(&lower);
+        }
         self.prefix = None;
         self.start(Bound::Unbounded, Bound::Unbounded, Direction::Forward);
     }

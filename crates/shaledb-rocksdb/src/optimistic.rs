@@ -165,3 +165,206 @@ pub extern "C" fn rocksdb_optimistictransactiondb_property_int(
 ) -> libc::c_int {
     crate::properties::rocksdb_property_int(base(otxn_db), propname, out_val)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::rocksdb_options_destroy;
+    use crate::read_write_options::{
+        rocksdb_readoptions_create, rocksdb_readoptions_destroy, rocksdb_writeoptions_create,
+        rocksdb_writeoptions_destroy,
+    };
+    use crate::transaction::{
+        rocksdb_transaction_commit, rocksdb_transaction_create_iterator,
+        rocksdb_transaction_destroy, rocksdb_transaction_get_snapshot,
+        rocksdb_transaction_rollback,
+    };
+    use crate::transaction_db::tests::{
+        copied, failure, get_for_update, ok, options, path_of, txn_get, txn_put,
+    };
+    use crate::transaction_options::{
+        rocksdb_optimistictransaction_options_create,
+        rocksdb_optimistictransaction_options_destroy,
+        rocksdb_optimistictransaction_options_set_set_snapshot,
+    };
+    use std::path::Path;
+
+    fn open(dir: &Path) -> (*mut rocksdb_optimistictransactiondb_t, *mut rocksdb_t) {
+        let options = options();
+        let path = path_of(dir);
+        let db = ok(|err| rocksdb_optimistictransactiondb_open(options, path.as_ptr(), err));
+        rocksdb_options_destroy(options);
+        let base = rocksdb_optimistictransactiondb_get_base_db(db);
+        assert!(!base.is_null());
+        (db, base)
+    }
+
+    fn close(db: *mut rocksdb_optimistictransactiondb_t, base: *mut rocksdb_t) {
+        rocksdb_optimistictransactiondb_close_base_db(base);
+        rocksdb_optimistictransactiondb_close(db);
+    }
+
+    fn begin(
+        db: *mut rocksdb_optimistictransactiondb_t,
+        set_snapshot: bool,
+    ) -> *mut rocksdb_transaction_t {
+        let write_options = rocksdb_writeoptions_create();
+        let options = rocksdb_optimistictransaction_options_create();
+        rocksdb_optimistictransaction_options_set_set_snapshot(options, set_snapshot as u8);
+        let txn =
+            rocksdb_optimistictransaction_begin(db, write_options, options, std::ptr::null_mut());
+        rocksdb_optimistictransaction_options_destroy(options);
+        rocksdb_writeoptions_destroy(write_options);
+        assert!(!txn.is_null());
+        txn
+    }
+
+    fn put(base: *mut rocksdb_t, key: &str, value: &str) {
+        let write_options = rocksdb_writeoptions_create();
+        ok(|err| {
+            crate::db::rocksdb_put(
+                base,
+                write_options,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+                err,
+            )
+        });
+        rocksdb_writeoptions_destroy(write_options);
+    }
+
+    fn get(base: *mut rocksdb_t, key: &str) -> Option<String> {
+        let read_options = rocksdb_readoptions_create();
+        let mut len = 0;
+        let value = ok(|err| {
+            crate::db::rocksdb_get(
+                base,
+                read_options,
+                key.as_ptr().cast(),
+                key.len(),
+                &mut len,
+                err,
+            )
+        });
+        rocksdb_readoptions_destroy(read_options);
+        copied(value, len)
+    }
+
+    #[test]
+    fn the_first_committer_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, base) = open(dir.path());
+        let (first, second) = (begin(db, false), begin(db, false));
+        txn_put(first, "k", "1").unwrap();
+        txn_put(second, "k", "2").unwrap();
+        // Nothing is locked: both wrote; each reads its own write.
+        assert_eq!(txn_get(first, "k").as_deref(), Some("1"));
+        ok(|err| rocksdb_transaction_commit(second, err));
+        let error = failure(|err| rocksdb_transaction_commit(first, err));
+        assert!(error.starts_with("Resource busy: "), "{error}");
+        assert_eq!(get(base, "k").as_deref(), Some("2"));
+        // After a rollback the transaction starts over and commits.
+        ok(|err| rocksdb_transaction_rollback(first, err));
+        txn_put(first, "k", "3").unwrap();
+        ok(|err| rocksdb_transaction_commit(first, err));
+        assert_eq!(get(base, "k").as_deref(), Some("3"));
+        rocksdb_transaction_destroy(first);
+        rocksdb_transaction_destroy(second);
+        close(db, base);
+    }
+
+    #[test]
+    fn without_a_snapshot_conflicts_count_from_the_first_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, base) = open(dir.path());
+        let txn = begin(db, false);
+        // Committed before the transaction wrote anything: no conflict (RocksDB's too).
+        put(base, "k", "before");
+        txn_put(txn, "k", "mine").unwrap();
+        ok(|err| rocksdb_transaction_commit(txn, err));
+        assert_eq!(get(base, "k").as_deref(), Some("mine"));
+        rocksdb_transaction_destroy(txn);
+        close(db, base);
+    }
+
+    #[test]
+    fn a_snapshot_makes_reads_for_update_conflict_at_commit() {
+        // The rocksdb crate's transaction_snapshot test, optimistic half.
+        let dir = tempfile::tempdir().unwrap();
+        let (db, base) = open(dir.path());
+        let txn = begin(db, true);
+        put(base, "k2", "v2");
+        // Reads see the latest data; the snapshot, handed out, does not.
+        assert_eq!(txn_get(txn, "k2").as_deref(), Some("v2"));
+        let snapshot = rocksdb_transaction_get_snapshot(txn);
+        assert!(!snapshot.is_null());
+        let read_options = rocksdb_readoptions_create();
+        crate::read_write_options::rocksdb_readoptions_set_snapshot(read_options, snapshot);
+        let mut len = 0;
+        let value =
+            ok(|err| crate::db::rocksdb_get(base, read_options, c"k2".as_ptr(), 2, &mut len, err));
+        assert_eq!(copied(value, len), None);
+        rocksdb_readoptions_destroy(read_options);
+        // SAFETY: the handle is malloc()ed memory for `free`, as c.h says.
+        unsafe { libc::free(snapshot.cast_mut().cast()) };
+        assert_eq!(
+            get_for_update(txn, "k2", true).unwrap().as_deref(),
+            Some("v2")
+        );
+        let error = failure(|err| rocksdb_transaction_commit(txn, err));
+        assert!(error.starts_with("Resource busy: "), "{error}");
+        rocksdb_transaction_destroy(txn);
+        // Without a snapshot, no snapshot is handed out.
+        let txn = begin(db, false);
+        assert!(rocksdb_transaction_get_snapshot(txn).is_null());
+        rocksdb_transaction_destroy(txn);
+        close(db, base);
+    }
+
+    #[test]
+    fn an_iterator_merges_the_transactions_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, base) = open(dir.path());
+        for key in ["a", "c", "e"] {
+            put(base, key, "base");
+        }
+        let txn = begin(db, false);
+        txn_put(txn, "b", "own").unwrap();
+        txn_put(txn, "c", "own").unwrap();
+        ok(|err| crate::transaction::rocksdb_transaction_delete(txn, c"e".as_ptr(), 1, err));
+        let read_options = rocksdb_readoptions_create();
+        let iterator = rocksdb_transaction_create_iterator(txn, read_options);
+        // Written after the iterator was made: not seen by it.
+        txn_put(txn, "d", "later").unwrap();
+        let mut seen = Vec::new();
+        crate::iterator::rocksdb_iter_seek_to_last(iterator);
+        while crate::iterator::rocksdb_iter_valid(iterator) != 0 {
+            let (mut klen, mut vlen) = (0, 0);
+            let key = crate::iterator::rocksdb_iter_key(iterator, &mut klen);
+            let value = crate::iterator::rocksdb_iter_value(iterator, &mut vlen);
+            // SAFETY: slices valid until the iterator moves.
+            let (key, value) = unsafe {
+                (
+                    std::slice::from_raw_parts(key.cast::<u8>(), klen).to_vec(),
+                    std::slice::from_raw_parts(value.cast::<u8>(), vlen).to_vec(),
+                )
+            };
+            seen.push((
+                String::from_utf8(key).unwrap(),
+                String::from_utf8(value).unwrap(),
+            ));
+            crate::iterator::rocksdb_iter_prev(iterator);
+        }
+        assert_eq!(
+            seen,
+            [("c", "own"), ("b", "own"), ("a", "base")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+        crate::iterator::rocksdb_iter_destroy(iterator);
+        rocksdb_readoptions_destroy(read_options);
+        rocksdb_transaction_destroy(txn);
+        close(db, base);
+    }
+}

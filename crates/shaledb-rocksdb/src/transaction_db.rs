@@ -713,3 +713,707 @@ pub extern "C" fn rocksdb_transactiondb_checkpoint_object_create(
 ) -> *mut rocksdb_checkpoint_t {
     crate::checkpoint::rocksdb_checkpoint_object_create(base(txn_db), errptr)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::options::{rocksdb_options_create, rocksdb_options_destroy};
+    use crate::read_write_options::{
+        rocksdb_readoptions_create, rocksdb_readoptions_destroy, rocksdb_writeoptions_create,
+        rocksdb_writeoptions_destroy,
+    };
+    use crate::transaction::*;
+    use crate::transaction_options::*;
+    use std::ffi::{CStr, CString};
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    /// A pointer moved to another thread (the C API's objects are used from one at a time).
+    pub(crate) struct Shared<T>(pub *mut T);
+    // SAFETY: the tests hand each object to one thread at a time.
+    unsafe impl<T> Send for Shared<T> {}
+
+    /// The error a call left in `err`, freed.
+    pub(crate) fn take(err: &mut *mut c_char) -> Option<String> {
+        if err.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated message the library malloc()ed, freed once here.
+        let text = unsafe { CStr::from_ptr(*err) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: as above.
+        unsafe { libc::free(err.cast()) };
+        *err = std::ptr::null_mut();
+        Some(text)
+    }
+
+    /// `body(errptr)`'s outcome: Ok, or the error it reported.
+    pub(crate) fn attempt<T>(
+        body: impl FnOnce(*mut *mut c_char) -> T,
+    ) -> std::result::Result<T, String> {
+        let mut err = std::ptr::null_mut();
+        let value = body(&mut err);
+        match take(&mut err) {
+            Some(error) => Err(error),
+            None => Ok(value),
+        }
+    }
+
+    pub(crate) fn ok<T>(body: impl FnOnce(*mut *mut c_char) -> T) -> T {
+        attempt(body).unwrap_or_else(|error| panic!("unexpected error: {error}"))
+    }
+
+    pub(crate) fn failure<T>(body: impl FnOnce(*mut *mut c_char) -> T) -> String {
+        match attempt(body) {
+            Ok(_) => panic!("expected an error"),
+            Err(error) => error,
+        }
+    }
+
+    pub(crate) fn options() -> *mut rocksdb_options_t {
+        let options = rocksdb_options_create();
+        crate::options::rocksdb_options_set_create_if_missing(options, 1);
+        options
+    }
+
+    pub(crate) fn path_of(dir: &Path) -> CString {
+        CString::new(dir.to_str().unwrap()).unwrap()
+    }
+
+    /// A TransactionDB at `dir` whose options `configure` sets.
+    fn open_with(
+        dir: &Path,
+        configure: impl FnOnce(*mut rocksdb_transactiondb_options_t),
+    ) -> std::result::Result<*mut rocksdb_transactiondb_t, String> {
+        let options = options();
+        let db_options = rocksdb_transactiondb_options_create();
+        configure(db_options);
+        let path = path_of(dir);
+        let db = attempt(|err| rocksdb_transactiondb_open(options, db_options, path.as_ptr(), err));
+        rocksdb_transactiondb_options_destroy(db_options);
+        rocksdb_options_destroy(options);
+        db
+    }
+
+    fn open(dir: &Path) -> *mut rocksdb_transactiondb_t {
+        open_with(dir, |options| {
+            rocksdb_transactiondb_options_set_transaction_lock_timeout(options, 10);
+            rocksdb_transactiondb_options_set_default_lock_timeout(options, 10);
+        })
+        .unwrap()
+    }
+
+    fn begin_with(
+        db: *mut rocksdb_transactiondb_t,
+        configure: impl FnOnce(*mut rocksdb_transaction_options_t),
+    ) -> *mut rocksdb_transaction_t {
+        let write_options = rocksdb_writeoptions_create();
+        let options = rocksdb_transaction_options_create();
+        configure(options);
+        let txn = rocksdb_transaction_begin(db, write_options, options, std::ptr::null_mut());
+        rocksdb_transaction_options_destroy(options);
+        rocksdb_writeoptions_destroy(write_options);
+        assert!(!txn.is_null());
+        txn
+    }
+
+    fn begin(db: *mut rocksdb_transactiondb_t) -> *mut rocksdb_transaction_t {
+        begin_with(db, |_| {})
+    }
+
+    pub(crate) fn txn_put(
+        txn: *mut rocksdb_transaction_t,
+        key: &str,
+        value: &str,
+    ) -> std::result::Result<(), String> {
+        attempt(|err| {
+            rocksdb_transaction_put(
+                txn,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+                err,
+            )
+        })
+    }
+
+    fn db_put(
+        db: *mut rocksdb_transactiondb_t,
+        key: &str,
+        value: &str,
+    ) -> std::result::Result<(), String> {
+        let write_options = rocksdb_writeoptions_create();
+        let outcome = attempt(|err| {
+            rocksdb_transactiondb_put(
+                db,
+                write_options,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+                err,
+            )
+        });
+        rocksdb_writeoptions_destroy(write_options);
+        outcome
+    }
+
+    fn db_get(db: *mut rocksdb_transactiondb_t, key: &str) -> Option<String> {
+        let read_options = rocksdb_readoptions_create();
+        let mut len = 0;
+        let value = ok(|err| {
+            rocksdb_transactiondb_get(
+                db,
+                read_options,
+                key.as_ptr().cast(),
+                key.len(),
+                &mut len,
+                err,
+            )
+        });
+        rocksdb_readoptions_destroy(read_options);
+        copied(value, len)
+    }
+
+    /// A malloc()ed value as a string, freed.
+    pub(crate) fn copied(value: *mut c_char, len: usize) -> Option<String> {
+        if value.is_null() {
+            return None;
+        }
+        // SAFETY: `len` bytes the library malloc()ed, freed once here.
+        let text = String::from_utf8(
+            unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len) }.to_vec(),
+        )
+        .unwrap();
+        // SAFETY: as above.
+        unsafe { libc::free(value.cast()) };
+        Some(text)
+    }
+
+    pub(crate) fn txn_get(txn: *mut rocksdb_transaction_t, key: &str) -> Option<String> {
+        let read_options = rocksdb_readoptions_create();
+        let mut len = 0;
+        let value = ok(|err| {
+            rocksdb_transaction_get(
+                txn,
+                read_options,
+                key.as_ptr().cast(),
+                key.len(),
+                &mut len,
+                err,
+            )
+        });
+        rocksdb_readoptions_destroy(read_options);
+        copied(value, len)
+    }
+
+    pub(crate) fn get_for_update(
+        txn: *mut rocksdb_transaction_t,
+        key: &str,
+        exclusive: bool,
+    ) -> std::result::Result<Option<String>, String> {
+        let read_options = rocksdb_readoptions_create();
+        let mut len = 0;
+        let value = attempt(|err| {
+            rocksdb_transaction_get_for_update(
+                txn,
+                read_options,
+                key.as_ptr().cast(),
+                key.len(),
+                &mut len,
+                exclusive as u8,
+                err,
+            )
+        });
+        rocksdb_readoptions_destroy(read_options);
+        value.map(|value| copied(value, len))
+    }
+
+    fn name(txn: *mut rocksdb_transaction_t, name: &str) -> std::result::Result<(), String> {
+        attempt(|err| rocksdb_transaction_set_name(txn, name.as_ptr().cast(), name.len(), err))
+    }
+
+    fn prepared(db: *mut rocksdb_transactiondb_t) -> Vec<*mut rocksdb_transaction_t> {
+        let mut count = 0;
+        let array = rocksdb_transactiondb_get_prepared_transactions(db, &mut count);
+        if array.is_null() {
+            assert_eq!(count, 0);
+            return Vec::new();
+        }
+        // SAFETY: `count` handles in a malloc()ed array, freed once here.
+        let handles = unsafe { std::slice::from_raw_parts(array, count) }.to_vec();
+        // SAFETY: as above.
+        unsafe { libc::free(array.cast()) };
+        handles
+    }
+
+    #[test]
+    fn a_commit_without_prepare_fails_when_the_options_ask_for_two_phases() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let txn = begin_with(db, |options| {
+            rocksdb_transaction_options_set_skip_prepare(options, 0)
+        });
+        txn_put(txn, "k", "v").unwrap();
+        let error = failure(|err| rocksdb_transaction_commit(txn, err));
+        assert!(
+            error.starts_with("Invalid argument: Txn not prepared"),
+            "{error}"
+        );
+        let error = failure(|err| rocksdb_transaction_prepare(txn, err));
+        assert!(error.contains("not been named"), "{error}");
+        name(txn, "x").unwrap();
+        assert!(name(txn, "y").unwrap_err().contains("already been named"));
+        ok(|err| rocksdb_transaction_prepare(txn, err));
+        let error = failure(|err| rocksdb_transaction_prepare(txn, err));
+        assert!(error.contains("already been prepared"), "{error}");
+        ok(|err| rocksdb_transaction_commit(txn, err));
+        assert_eq!(db_get(db, "k").as_deref(), Some("v"));
+        let error = failure(|err| rocksdb_transaction_rollback(txn, err));
+        assert!(error.contains("already been committed"), "{error}");
+        // A name too long, and an empty one.
+        let other = begin(db);
+        assert!(name(other, &"n".repeat(513))
+            .unwrap_err()
+            .contains("between 1 and 512"));
+        assert!(name(other, "").is_err());
+        rocksdb_transaction_destroy(other);
+        rocksdb_transaction_destroy(txn);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn a_write_outside_transactions_waits_for_the_lock_it_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_with(dir.path(), |options| {
+            rocksdb_transactiondb_options_set_default_lock_timeout(options, 10_000);
+        })
+        .unwrap();
+        let txn = begin(db);
+        txn_put(txn, "k", "from the transaction").unwrap();
+        let writer = {
+            let db = Shared(db);
+            std::thread::spawn(move || {
+                let db = db;
+                let start = Instant::now();
+                db_put(db.0, "k", "direct").map(|()| start.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        ok(|err| rocksdb_transaction_commit(txn, err));
+        let waited = writer.join().unwrap().unwrap();
+        assert!(waited >= Duration::from_millis(90), "{waited:?}");
+        assert_eq!(db_get(db, "k").as_deref(), Some("direct"));
+        rocksdb_transaction_destroy(txn);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn shared_locks_admit_readers_and_keep_writers_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db_put(db, "k", "v").unwrap();
+        let (first, second, writer) = (begin(db), begin(db), begin(db));
+        assert_eq!(
+            get_for_update(first, "k", false).unwrap().as_deref(),
+            Some("v")
+        );
+        assert_eq!(
+            get_for_update(second, "k", false).unwrap().as_deref(),
+            Some("v")
+        );
+        assert!(txn_put(writer, "k", "w")
+            .unwrap_err()
+            .starts_with("Operation timed out"));
+        // An upgrade waits for the other reader.
+        assert!(txn_put(first, "k", "w")
+            .unwrap_err()
+            .starts_with("Operation timed out"));
+        ok(|err| rocksdb_transaction_rollback(second, err));
+        txn_put(first, "k", "mine").unwrap();
+        ok(|err| rocksdb_transaction_commit(first, err));
+        assert_eq!(db_get(db, "k").as_deref(), Some("mine"));
+        for txn in [first, second, writer] {
+            rocksdb_transaction_destroy(txn);
+        }
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn a_save_point_releases_the_locks_taken_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let txn = begin(db);
+        txn_put(txn, "a", "1").unwrap();
+        rocksdb_transaction_set_savepoint(txn);
+        txn_put(txn, "b", "2").unwrap();
+        txn_put(txn, "a", "again").unwrap();
+        ok(|err| rocksdb_transaction_rollback_to_savepoint(txn, err));
+        db_put(db, "b", "free").unwrap();
+        assert!(db_put(db, "a", "held")
+            .unwrap_err()
+            .starts_with("Operation timed out"));
+        assert_eq!(txn_get(txn, "a").as_deref(), Some("1"));
+        // A rollback releases every lock.
+        ok(|err| rocksdb_transaction_rollback(txn, err));
+        db_put(db, "a", "free").unwrap();
+        rocksdb_transaction_destroy(txn);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn an_expired_transaction_loses_its_locks_and_cannot_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let expiring = begin_with(db, |options| {
+            rocksdb_transaction_options_set_expiration(options, 50)
+        });
+        let patient = begin_with(db, |options| {
+            rocksdb_transaction_options_set_lock_timeout(options, 5_000)
+        });
+        txn_put(expiring, "k", "late").unwrap();
+        let start = Instant::now();
+        txn_put(patient, "k", "taken").unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        let error = failure(|err| rocksdb_transaction_commit(expiring, err));
+        assert!(error.starts_with("Operation expired: "), "{error}");
+        ok(|err| rocksdb_transaction_commit(patient, err));
+        assert_eq!(db_get(db, "k").as_deref(), Some("taken"));
+        rocksdb_transaction_destroy(expiring);
+        rocksdb_transaction_destroy(patient);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn a_deadlock_is_detected_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let detecting = |options| {
+            rocksdb_transaction_options_set_deadlock_detect(options, 1);
+            rocksdb_transaction_options_set_lock_timeout(options, 5_000);
+        };
+        let (first, second) = (begin_with(db, detecting), begin_with(db, detecting));
+        txn_put(first, "a", "1").unwrap();
+        txn_put(second, "b", "2").unwrap();
+        let waiter = {
+            let first = Shared(first);
+            std::thread::spawn(move || {
+                let first = first;
+                txn_put(first.0, "b", "1")
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let error = txn_put(second, "a", "2").unwrap_err();
+        assert!(error.starts_with("Resource busy: Deadlock"), "{error}");
+        ok(|err| rocksdb_transaction_rollback(second, err));
+        waiter.join().unwrap().unwrap();
+        ok(|err| rocksdb_transaction_commit(first, err));
+        rocksdb_transaction_destroy(first);
+        rocksdb_transaction_destroy(second);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn the_write_set_is_bounded_by_max_write_batch_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let txn = begin_with(db, |options| {
+            rocksdb_transaction_options_set_max_write_batch_size(options, 40)
+        });
+        txn_put(txn, "k1", "0123456789").unwrap();
+        let error = txn_put(txn, "k2", "0123456789").unwrap_err();
+        assert!(
+            error.starts_with("Operation aborted: Memory limit reached"),
+            "{error}"
+        );
+        ok(|err| rocksdb_transaction_commit(txn, err));
+        assert_eq!(db_get(db, "k1").as_deref(), Some("0123456789"));
+        assert_eq!(db_get(db, "k2"), None);
+        rocksdb_transaction_destroy(txn);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn a_write_batch_is_rebuilt_into_the_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db_put(db, "gone", "x").unwrap();
+        let txn = begin(db);
+        let batch = crate::batch::rocksdb_writebatch_create();
+        crate::batch::rocksdb_writebatch_put(batch, c"k".as_ptr(), 1, c"v".as_ptr(), 1);
+        crate::batch::rocksdb_writebatch_delete(batch, c"gone".as_ptr(), 4);
+        ok(|err| rocksdb_transaction_rebuild_from_writebatch(txn, batch, err));
+        assert_eq!(txn_get(txn, "k").as_deref(), Some("v"));
+        assert_eq!(txn_get(txn, "gone"), None);
+        // What it wrote is locked.
+        assert!(db_put(db, "k", "other").is_err());
+        crate::batch::rocksdb_writebatch_merge(batch, c"m".as_ptr(), 1, c"1".as_ptr(), 1);
+        let error = failure(|err| rocksdb_transaction_rebuild_from_writebatch(txn, batch, err));
+        assert!(
+            error.starts_with("Not implemented: merge operators"),
+            "{error}"
+        );
+        crate::batch::rocksdb_writebatch_destroy(batch);
+        ok(|err| rocksdb_transaction_commit(txn, err));
+        assert_eq!(db_get(db, "k").as_deref(), Some("v"));
+        assert_eq!(db_get(db, "gone"), None);
+        rocksdb_transaction_destroy(txn);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn a_snapshot_validates_writes_and_reads_for_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db_put(db, "old", "0").unwrap();
+        let txn = begin_with(db, |options| {
+            rocksdb_transaction_options_set_set_snapshot(options, 1)
+        });
+        db_put(db, "k", "later").unwrap();
+        // A plain read sees the latest value; locking it finds it changed.
+        assert_eq!(txn_get(txn, "k").as_deref(), Some("later"));
+        let error = get_for_update(txn, "k", true).unwrap_err();
+        assert!(error.starts_with("Resource busy: "), "{error}");
+        assert!(txn_put(txn, "k", "x")
+            .unwrap_err()
+            .starts_with("Resource busy: "));
+        // Keys unchanged since the snapshot lock as usual.
+        assert_eq!(
+            get_for_update(txn, "old", true).unwrap().as_deref(),
+            Some("0")
+        );
+        txn_put(txn, "new", "1").unwrap();
+        ok(|err| rocksdb_transaction_commit(txn, err));
+        assert_eq!(db_get(db, "new").as_deref(), Some("1"));
+        rocksdb_transaction_destroy(txn);
+        rocksdb_transactiondb_close(db);
+    }
+
+    /// Prepares transaction `name` writing `key` = `value`, then drops its handle (the record
+    /// stays) and closes the database.
+    fn prepare_and_close(dir: &Path, name_: &str, key: &str, value: &str) {
+        let db = open(dir);
+        let txn = begin(db);
+        name(txn, name_).unwrap();
+        txn_put(txn, key, value).unwrap();
+        ok(|err| rocksdb_transaction_prepare(txn, err));
+        rocksdb_transaction_destroy(txn);
+        // Its name stays taken while its record is there.
+        let other = begin(db);
+        let error = name(other, name_).unwrap_err();
+        assert!(
+            error.starts_with("Invalid argument: Duplicate txn name"),
+            "{error}"
+        );
+        rocksdb_transaction_destroy(other);
+        rocksdb_transactiondb_close(db);
+    }
+
+    /// Runs `change` on the KVS of prepared transactions, with the database closed.
+    fn with_records(dir: &Path, change: impl FnOnce(&engine::Kvs)) {
+        let engine = engine::Db::open(
+            dir,
+            engine::Options {
+                create_if_missing: false,
+                cache_bytes: 0,
+                ..engine::Options::default()
+            },
+        )
+        .unwrap();
+        change(&engine.kvs(PREPARED_KVS).unwrap());
+        engine.close().unwrap();
+    }
+
+    #[test]
+    fn a_damaged_prepared_record_fails_the_open_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        prepare_and_close(dir.path(), "t1", "k", "v");
+        let mut header = Vec::new();
+        with_records(dir.path(), |kvs| {
+            let key = [&[0, 2][..], b"t1", &[0, 0, 0, 0]].concat();
+            header = kvs.get(&key).unwrap().unwrap().to_vec();
+            let mut damaged = header.clone();
+            *damaged.last_mut().unwrap() ^= 1; // the payload's checksum
+            kvs.put(&key, damaged).unwrap();
+        });
+        let error = open_with(dir.path(), |_| {}).unwrap_err();
+        assert!(
+            error.starts_with("Corruption: prepared transaction \"t1\"")
+                && error.contains("checksum mismatch"),
+            "{error}"
+        );
+        // An entry missing.
+        with_records(dir.path(), |kvs| {
+            let key = [&[0, 2][..], b"t1", &[0, 0, 0, 0]].concat();
+            kvs.put(&key, &header).unwrap();
+            kvs.delete([&[0, 2][..], b"t1", &[0, 0, 0, 1]].concat())
+                .unwrap();
+        });
+        let error = open_with(dir.path(), |_| {}).unwrap_err();
+        assert!(
+            error.starts_with("Corruption: prepared transaction \"t1\"")
+                && error.contains("payload entries"),
+            "{error}"
+        );
+        // A key that is no record's.
+        with_records(dir.path(), |kvs| kvs.put("stray", "x").unwrap());
+        let error = open_with(dir.path(), |_| {}).unwrap_err();
+        assert!(error.contains("malformed key"), "{error}");
+        // The failed opens left the database closed and whole: with the record gone, it opens.
+        with_records(dir.path(), |kvs| {
+            kvs.delete("stray").unwrap();
+            kvs.prefix_delete([&[0, 2][..], b"t1"].concat()).unwrap();
+        });
+        let db = open(dir.path());
+        assert!(prepared(db).is_empty());
+        assert_eq!(db_get(db, "k"), None);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn damage_on_media_to_a_prepared_record_fails_the_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let value = "prepared-value-to-find-on-media";
+        prepare_and_close(dir.path(), "t1", "k", value);
+        // The record's payload holds the value: flip a byte of it where it lies on media.
+        let mut flipped = 0;
+        for entry in walk(dir.path()) {
+            let mut bytes = std::fs::read(&entry).unwrap();
+            if let Some(at) = bytes
+                .windows(value.len())
+                .position(|w| w == value.as_bytes())
+            {
+                bytes[at] ^= 0x20;
+                std::fs::write(&entry, bytes).unwrap();
+                flipped += 1;
+            }
+        }
+        assert!(flipped > 0, "the record's bytes were not found on media");
+        let error = open_with(dir.path(), |_| {}).unwrap_err();
+        assert!(
+            error.starts_with("Corruption: reading the prepared transactions")
+                && error.contains("CRC mismatch"),
+            "{error}"
+        );
+    }
+
+    fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files.extend(walk(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files
+    }
+
+    #[test]
+    fn prepared_transactions_come_back_with_their_locks_and_column_families() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = options();
+        crate::options::rocksdb_options_set_create_missing_column_families(options, 1);
+        let path = path_of(dir.path());
+        let names = [c"default".as_ptr(), c"cf1".as_ptr()];
+        let cf_options = [options.cast_const(), options.cast_const()];
+        let open_cfs = |handles: &mut [*mut rocksdb_column_family_handle_t; 2]| {
+            let db_options = rocksdb_transactiondb_options_create();
+            rocksdb_transactiondb_options_set_default_lock_timeout(db_options, 10);
+            let db = ok(|err| {
+                rocksdb_transactiondb_open_column_families(
+                    options,
+                    db_options,
+                    path.as_ptr(),
+                    2,
+                    names.as_ptr(),
+                    cf_options.as_ptr(),
+                    handles.as_mut_ptr(),
+                    err,
+                )
+            });
+            rocksdb_transactiondb_options_destroy(db_options);
+            db
+        };
+        let mut handles = [std::ptr::null_mut(); 2];
+        let db = open_cfs(&mut handles);
+        let txn = begin(db);
+        name(txn, "cf-writer").unwrap();
+        ok(|err| {
+            rocksdb_transaction_put_cf(txn, handles[1], c"k".as_ptr(), 1, c"v".as_ptr(), 1, err)
+        });
+        txn_put(txn, "k", "default").unwrap();
+        ok(|err| rocksdb_transaction_prepare(txn, err));
+        rocksdb_transaction_destroy(txn);
+        handles
+            .iter()
+            .for_each(|cf| crate::db::rocksdb_column_family_handle_destroy(*cf));
+        rocksdb_transactiondb_close(db);
+
+        let db = open_cfs(&mut handles);
+        let write_options = rocksdb_writeoptions_create();
+        let error = failure(|err| {
+            rocksdb_transactiondb_put_cf(
+                db,
+                write_options,
+                handles[1],
+                c"k".as_ptr(),
+                1,
+                c"x".as_ptr(),
+                1,
+                err,
+            )
+        });
+        assert!(error.starts_with("Operation timed out"), "{error}");
+        let recovered = prepared(db);
+        assert_eq!(recovered.len(), 1);
+        // A second call hands out the same transaction again.
+        let again = prepared(db);
+        assert_eq!(again.len(), 1);
+        rocksdb_transaction_destroy(again[0]);
+        ok(|err| rocksdb_transaction_commit(recovered[0], err));
+        rocksdb_transaction_destroy(recovered[0]);
+        let read_options = rocksdb_readoptions_create();
+        let mut len = 0;
+        let value = ok(|err| {
+            rocksdb_transactiondb_get_cf(
+                db,
+                read_options,
+                handles[1],
+                c"k".as_ptr(),
+                1,
+                &mut len,
+                err,
+            )
+        });
+        assert_eq!(copied(value, len).as_deref(), Some("v"));
+        assert_eq!(db_get(db, "k").as_deref(), Some("default"));
+        rocksdb_readoptions_destroy(read_options);
+        rocksdb_writeoptions_destroy(write_options);
+        handles
+            .iter()
+            .for_each(|cf| crate::db::rocksdb_column_family_handle_destroy(*cf));
+        rocksdb_transactiondb_close(db);
+        rocksdb_options_destroy(options);
+    }
+
+    #[test]
+    fn the_prepared_transactions_kvs_is_no_column_family() {
+        let dir = tempfile::tempdir().unwrap();
+        prepare_and_close(dir.path(), "t", "k", "v");
+        let options = options();
+        let path = path_of(dir.path());
+        // A plain open need not name it, and cannot create a column family of its name.
+        let db = ok(|err| crate::db::rocksdb_open(options, path.as_ptr(), err));
+        let reserved = CString::new(PREPARED_KVS).unwrap();
+        let error = failure(|err| {
+            crate::db::rocksdb_create_column_family(db, options, reserved.as_ptr(), err)
+        });
+        assert!(error.starts_with("Invalid argument: "), "{error}");
+        crate::db::rocksdb_close(db);
+        rocksdb_options_destroy(options);
+    }
+}
