@@ -234,6 +234,7 @@ fn open(
         default_kvs,
         default_options.prefix_extractor.clone(),
     ));
+    crate::statistics::attach(options, &database);
     let mut opened = Vec::with_capacity(column_families.len());
     for (name, cf_options) in column_families {
         let cf = open_column_family(&database, name, cf_options, &existing, create_missing)?;
@@ -242,7 +243,7 @@ fn open(
     Ok((rocksdb_t { database }, opened))
 }
 
-fn open_column_family(
+pub(crate) fn open_column_family(
     database: &Database,
     name: &str,
     options: &rocksdb_options_t,
@@ -261,7 +262,7 @@ fn open_column_family(
 /// Opens with the column families given by name and options (arrays of `count`), filling
 /// `handles` with one handle per name.
 #[allow(clippy::too_many_arguments)]
-fn open_with_column_families(
+pub(crate) fn open_with_column_families(
     options: *const rocksdb_options_t,
     name: *const c_char,
     count: libc::c_int,
@@ -294,7 +295,7 @@ fn open_with_column_families(
 }
 
 /// Opens with the default column family alone (every other must be absent, unless read-only).
-fn open_default(
+pub(crate) fn open_default(
     options: *const rocksdb_options_t,
     name: *const c_char,
     read_only: bool,
@@ -451,6 +452,7 @@ pub(crate) fn read(
     cf: &ColumnFamily,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
+    options.check_no_timestamp()?;
     Ok(match &options.snapshot {
         Some(snapshot) => snapshot.get(&cf.kvs, key)?,
         None => cf.kvs.get(key)?,
