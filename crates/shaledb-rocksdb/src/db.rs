@@ -673,7 +673,7 @@ pub extern "C" fn rocksdb_column_family_handle_get_name(
 
 /// Opens the KVDB at `path` only to look at it: read-only, never created, without a value
 /// cache or its warming, whatever options the program holds (RocksDB reads its MANIFEST).
-fn open_to_inspect(path: &Path) -> engine::Result<Db> {
+pub(crate) fn open_to_inspect(path: &Path) -> engine::Result<Db> {
     Db::open(
         path,
         Options {
