@@ -283,7 +283,7 @@ pub extern "C" fn rocksdb_writebatch_count(batch: *mut rocksdb_writebatch_t) -> 
 
 /// Adds one operation to `batch` (a NULL column family handle: the default one); one that
 /// cannot be added (a NULL slice with a length, a NULL handle) is kept as the batch's error.
-fn add(
+pub(crate) fn add(
     batch: *mut rocksdb_writebatch_t,
     cf: *mut rocksdb_column_family_handle_t,
     kind: OpKind,

@@ -236,6 +236,7 @@ pub(crate) fn open(
         default_kvs,
         default_options.prefix_extractor.clone(),
     ));
+    crate::statistics::attach(options, &database);
     let mut opened = Vec::with_capacity(column_families.len());
     for (name, cf_options) in column_families {
         let cf = open_column_family(&database, name, cf_options, &existing, create_missing)?;
@@ -244,7 +245,7 @@ pub(crate) fn open(
     Ok((rocksdb_t { database }, opened))
 }
 
-fn open_column_family(
+pub(crate) fn open_column_family(
     database: &Database,
     name: &str,
     options: &rocksdb_options_t,
@@ -301,7 +302,7 @@ pub(crate) fn open_with_column_families(
 }
 
 /// Opens with the default column family alone (every other must be absent, unless read-only).
-fn open_default(
+pub(crate) fn open_default(
     options: *const rocksdb_options_t,
     name: *const c_char,
     read_only: bool,
@@ -458,6 +459,7 @@ pub(crate) fn read(
     cf: &ColumnFamily,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
+    options.check_no_timestamp()?;
     Ok(match &options.snapshot {
         Some(snapshot) => snapshot.get(&cf.kvs, key)?,
         None => cf.kvs.get(key)?,
@@ -678,7 +680,7 @@ pub extern "C" fn rocksdb_column_family_handle_get_name(
 
 /// Opens the KVDB at `path` only to look at it: read-only, never created, without a value
 /// cache or its warming, whatever options the program holds (RocksDB reads its MANIFEST).
-fn open_to_inspect(path: &Path) -> engine::Result<Db> {
+pub(crate) fn open_to_inspect(path: &Path) -> engine::Result<Db> {
     Db::open(
         path,
         Options {

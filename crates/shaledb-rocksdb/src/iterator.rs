@@ -41,6 +41,7 @@ pub struct rocksdb_iterator_t {
 
 impl rocksdb_iterator_t {
     fn new(db: &rocksdb_t, cf: ColumnFamily, options: &rocksdb_readoptions_t) -> Result<Self> {
+        options.check_no_timestamp()?;
         let (snapshot, own_snapshot) = match &options.snapshot {
             Some(snapshot) => (snapshot.clone(), false),
             None => (Arc::new(db.engine().snapshot()?), true),
@@ -216,7 +217,7 @@ fn tighter(seek: Bound<Vec<u8>>, option: Option<Bound<Vec<u8>>>, lower: bool) ->
     }
 }
 
-fn create(
+pub(crate) fn create(
     db: *mut rocksdb_t,
     options: *const rocksdb_readoptions_t,
     cf: *mut rocksdb_column_family_handle_t,

@@ -433,8 +433,11 @@ pub extern "C" fn rocksdb_options_get_compaction_readahead_size(
     })
 }
 
-/// Statistics: ShaleDB's counters (see statistics.rs) are kept whether or not this is called.
+/// Statistics: the databases opened with these options report ShaleDB's counters through
+/// them (statistics.rs).
 #[no_mangle]
 pub extern "C" fn rocksdb_options_enable_statistics(options: *mut rocksdb_options_t) {
-    with_options(options, |options| options.statistics = true)
+    with_options(options, |options| {
+        options.statistics.get_or_insert_with(Default::default);
+    })
 }

@@ -25,8 +25,11 @@ pub struct rocksdb_options_t {
     pub(crate) recorded: BTreeMap<&'static str, String>,
     /// The info log set, handed back by `rocksdb_options_get_info_log`.
     pub(crate) info_log: Option<rocksdb_logger_t>,
-    /// Whether `rocksdb_options_enable_statistics` was called.
-    pub(crate) statistics: bool,
+    /// Event listeners added (kept alive, never called: see events.rs).
+    pub(crate) listeners: Vec<crate::events::Listener>,
+    /// Set by `rocksdb_options_enable_statistics`: the databases opened with these options,
+    /// whose counters `rocksdb_options_statistics_get_*` read.
+    pub(crate) statistics: Option<crate::statistics::Users>,
 }
 
 #[no_mangle]
@@ -104,6 +107,13 @@ impl rocksdb_options_t {
         }
         for (name, value) in &self.recorded {
             out.push_str(&format!("  Options.{name}: {value}\n"));
+        }
+        if !self.listeners.is_empty() {
+            out.push_str(&format!(
+                "  Options.listeners: {} (never called: ShaleDB has no flushes or compactions \
+                 in RocksDB's sense)\n",
+                self.listeners.len()
+            ));
         }
         for plugin in &self.unsupported {
             out.push_str(&format!("  not honoured: {}\n", plugin.describe()));

@@ -51,12 +51,15 @@ impl Plugin {
 #[derive(Clone)]
 pub struct rocksdb_cache_t {
     capacity: Arc<AtomicUsize>,
+    /// The databases opened with this cache, whose value caches its usage sums.
+    pub(crate) users: crate::statistics::Users,
 }
 
 impl rocksdb_cache_t {
     pub(crate) fn new(capacity: usize) -> *mut rocksdb_cache_t {
         into_handle(rocksdb_cache_t {
             capacity: Arc::new(AtomicUsize::new(capacity)),
+            users: Default::default(),
         })
     }
 

@@ -25,6 +25,16 @@ impl rocksdb_readoptions_t {
             .flag(READ_KNOBS, "rocksdb_readoptions_set_prefix_same_as_start")
     }
 
+    /// Fails when the options carry a user-defined timestamp (timestamps.rs).
+    pub(crate) fn check_no_timestamp(&self) -> crate::status::Result<()> {
+        if self.settings.get::<u8>(crate::timestamps::TIMESTAMP_SET, 0) != 0 {
+            return Err(crate::status::Status::not_supported(
+                crate::timestamps::FEATURE,
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether an iterator ignores the prefix extractor (RocksDB's total_order_seek).
     pub(crate) fn total_order_seek(&self) -> bool {
         self.settings

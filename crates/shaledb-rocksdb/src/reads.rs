@@ -4,6 +4,7 @@
 
 use crate::args::{array, bytes, drop_handle, handle, into_handle, malloc_bytes, set_out};
 use crate::db::{read, rocksdb_column_family_handle_t, rocksdb_t, ColumnFamily};
+use crate::iterator::{create, rocksdb_iterator_t};
 use crate::read_write_options::rocksdb_readoptions_t;
 use crate::status::{call, caught, quiet, report, Result, Status};
 use engine::{Bytes, Snapshot};
@@ -341,4 +342,45 @@ pub extern "C" fn rocksdb_key_may_exist_cf(
         val_len,
         value_found,
     )
+}
+
+/// Iterators over `size` column families at one view (the read options' snapshot, or one
+/// taken now), in `iterators`.
+#[no_mangle]
+pub extern "C" fn rocksdb_create_iterators(
+    db: *mut rocksdb_t,
+    opts: *mut rocksdb_readoptions_t,
+    column_families: *mut *mut rocksdb_column_family_handle_t,
+    iterators: *mut *mut rocksdb_iterator_t,
+    size: usize,
+    errptr: *mut *mut c_char,
+) {
+    call(errptr, (), || {
+        let db_ref = handle(db, "db")?;
+        let mut options = handle(opts, "read options")?.clone();
+        options.snapshot = Some(multi_get_view(db_ref, &options)?);
+        let handles = array(column_families.cast_const(), size)?;
+        if size > 0 && iterators.is_null() {
+            return Err(Status::invalid("iterators array is NULL"));
+        }
+        let mut made = Vec::with_capacity(size);
+        for cf in handles {
+            if cf.is_null() {
+                made.into_iter().for_each(drop_handle);
+                return Err(Status::invalid("column family handle is NULL"));
+            }
+            match create(db, &options, *cf) {
+                Ok(iterator) => made.push(iterator),
+                Err(status) => {
+                    made.into_iter().for_each(drop_handle);
+                    return Err(status);
+                }
+            }
+        }
+        for (index, iterator) in made.into_iter().enumerate() {
+            // SAFETY: c.h passes `iterators` as an array of `size` slots to fill.
+            unsafe { *iterators.add(index) = iterator };
+        }
+        Ok(())
+    })
 }

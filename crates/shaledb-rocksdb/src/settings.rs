@@ -12,6 +12,8 @@ pub(crate) trait Scalar: Copy {
     fn from_bits(bits: u64) -> Self;
     /// How RocksDB's options dump prints it.
     fn show(bits: u64) -> String;
+    /// Reads it from an options string ("true"/"false" for flags), as bits.
+    fn parse(text: &str) -> Option<u64>;
 }
 
 macro_rules! integer_scalar {
@@ -25,6 +27,13 @@ macro_rules! integer_scalar {
             }
             fn show(bits: u64) -> String {
                 Self::from_bits(bits).to_string()
+            }
+            fn parse(text: &str) -> Option<u64> {
+                match text {
+                    "true" => Some(1),
+                    "false" => Some(0),
+                    _ => text.parse::<$t>().ok().map(Scalar::to_bits),
+                }
             }
         }
     )*};
@@ -42,6 +51,9 @@ impl Scalar for f64 {
     fn show(bits: u64) -> String {
         format!("{:.6}", f64::from_bits(bits))
     }
+    fn parse(text: &str) -> Option<u64> {
+        text.parse::<f64>().ok().map(f64::to_bits)
+    }
 }
 
 /// One knob of an option object: the setter's C name (its key), the name RocksDB's options
@@ -51,6 +63,7 @@ pub(crate) struct Knob {
     pub name: &'static str,
     pub default: fn() -> u64,
     pub show: fn(u64) -> String,
+    pub parse: fn(&str) -> Option<u64>,
 }
 
 /// The values a program set on one option object, by setter name.
@@ -69,6 +82,23 @@ impl Settings {
     pub fn absorb(&mut self, other: &Settings) {
         self.values
             .extend(other.values.iter().map(|(k, v)| (*k, *v)));
+    }
+
+    /// Sets the knob RocksDB's options strings call `name` to `value` (as text).
+    pub fn set_by_name(
+        &mut self,
+        knobs: &[Knob],
+        name: &str,
+        value: &str,
+    ) -> crate::status::Result<()> {
+        let knob = knobs.iter().find(|knob| knob.name == name).ok_or_else(|| {
+            crate::status::Status::invalid(format!("Could not find option: {name}"))
+        })?;
+        let bits = (knob.parse)(value.trim()).ok_or_else(|| {
+            crate::status::Status::invalid(format!("Invalid value for option {name}: {value}"))
+        })?;
+        self.values.insert(knob.setter, bits);
+        Ok(())
     }
 
     /// The value set by `setter`, or `default`.
@@ -145,6 +175,7 @@ macro_rules! recorded_knobs {
                     name: recorded_knobs!(@name $setter, $prefix, $name),
                     default: || <$t as crate::settings::Scalar>::to_bits($default as $t),
                     show: <$t as crate::settings::Scalar>::show,
+                    parse: <$t as crate::settings::Scalar>::parse,
                 },
             )*
         ];
@@ -210,12 +241,14 @@ mod tests {
                 name: "ratio",
                 default: || 0.75f64.to_bits(),
                 show: <f64 as Scalar>::show,
+                parse: <f64 as Scalar>::parse,
             },
             Knob {
                 setter: "x_set_version",
                 name: "format_version",
                 default: || 6,
                 show: <i32 as Scalar>::show,
+                parse: <i32 as Scalar>::parse,
             },
         ];
         let mut settings = Settings::default();
@@ -236,6 +269,7 @@ mod tests {
             name: "compression",
             default: || 1,
             show: <i32 as Scalar>::show,
+            parse: <i32 as Scalar>::parse,
         }];
         let mut settings = Settings::default();
         assert_eq!(settings.value::<i32>(&knobs, "x_set_compression"), 1);
