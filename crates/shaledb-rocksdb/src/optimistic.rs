@@ -4,7 +4,7 @@
 //! update after its snapshot (transaction.rs). Everything else is the database's, reached as
 //! RocksDB programs do through `rocksdb_optimistictransactiondb_get_base_db`.
 
-use crate::args::{drop_handle, handle, into_handle, text};
+use crate::args::{handle, into_handle, text};
 use crate::batch::rocksdb_writebatch_t;
 use crate::checkpoint::rocksdb_checkpoint_t;
 use crate::db::{rocksdb_column_family_handle_t, rocksdb_t};
@@ -65,27 +65,20 @@ pub extern "C" fn rocksdb_optimistictransactiondb_open_column_families(
     })
 }
 
-/// A handle on the database (for its reads and plain writes), for
-/// `rocksdb_optimistictransactiondb_close_base_db`.
+/// The database (for its reads and plain writes). As RocksDB's, it belongs to the
+/// OptimisticTransactionDB: valid until that is closed, and keeping it does not keep the
+/// database open.
 #[no_mangle]
 pub extern "C" fn rocksdb_optimistictransactiondb_get_base_db(
     otxn_db: *mut rocksdb_optimistictransactiondb_t,
 ) -> *mut rocksdb_t {
-    quiet(std::ptr::null_mut(), || {
-        handle(otxn_db, "optimistic transaction db").map_or(std::ptr::null_mut(), |otxn_db| {
-            into_handle(rocksdb_t {
-                database: otxn_db.base.database.clone(),
-            })
-        })
-    })
+    base(otxn_db)
 }
 
-/// Releases a handle from `rocksdb_optimistictransactiondb_get_base_db`; the database stays
-/// open.
+/// Releases a handle from `rocksdb_optimistictransactiondb_get_base_db`: the
+/// OptimisticTransactionDB's own, so there is nothing to free; the database stays open.
 #[no_mangle]
-pub extern "C" fn rocksdb_optimistictransactiondb_close_base_db(base_db: *mut rocksdb_t) {
-    quiet((), || drop_handle(base_db))
-}
+pub extern "C" fn rocksdb_optimistictransactiondb_close_base_db(_base_db: *mut rocksdb_t) {}
 
 #[no_mangle]
 pub extern "C" fn rocksdb_optimistictransaction_begin(
@@ -250,6 +243,19 @@ mod tests {
         });
         rocksdb_readoptions_destroy(read_options);
         copied(value, len)
+    }
+
+    #[test]
+    fn a_base_handle_kept_does_not_keep_the_database_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, base) = open(dir.path());
+        put(base, "k", "v");
+        assert_eq!(rocksdb_optimistictransactiondb_get_base_db(db), base);
+        // Closed without releasing the base handle: the database closes all the same.
+        rocksdb_optimistictransactiondb_close(db);
+        let (db, base) = open(dir.path());
+        assert_eq!(get(base, "k").as_deref(), Some("v"));
+        close(db, base);
     }
 
     #[test]

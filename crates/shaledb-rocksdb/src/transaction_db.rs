@@ -517,26 +517,21 @@ pub extern "C" fn rocksdb_transactiondb_property_int(
     crate::properties::rocksdb_property_int(base(txn_db), propname, out_val)
 }
 
-/// A handle on the database under the TransactionDB (writes through it take no locks, as in
-/// RocksDB), for `rocksdb_transactiondb_close_base_db`.
+/// The database under the TransactionDB (writes through it take no locks, as in RocksDB). As
+/// RocksDB's, it belongs to the TransactionDB: valid until the TransactionDB is closed, and
+/// keeping it does not keep the database open (the `rocksdb` crate never releases the one it
+/// takes for memory usage).
 #[no_mangle]
 pub extern "C" fn rocksdb_transactiondb_get_base_db(
     txn_db: *mut rocksdb_transactiondb_t,
 ) -> *mut rocksdb_t {
-    quiet(std::ptr::null_mut(), || {
-        handle(txn_db, "transaction db").map_or(std::ptr::null_mut(), |txn_db| {
-            into_handle(rocksdb_t {
-                database: txn_db.base.database.clone(),
-            })
-        })
-    })
+    base(txn_db)
 }
 
-/// Releases a handle from `rocksdb_transactiondb_get_base_db`; the database stays open.
+/// Releases a handle from `rocksdb_transactiondb_get_base_db`: the TransactionDB's own, so
+/// there is nothing to free; the database stays open.
 #[no_mangle]
-pub extern "C" fn rocksdb_transactiondb_close_base_db(base_db: *mut rocksdb_t) {
-    quiet((), || drop_handle(base_db))
-}
+pub extern "C" fn rocksdb_transactiondb_close_base_db(_base_db: *mut rocksdb_t) {}
 
 #[no_mangle]
 pub extern "C" fn rocksdb_transactiondb_get(
@@ -981,6 +976,32 @@ pub(crate) mod tests {
         assert!(name(other, "").is_err());
         rocksdb_transaction_destroy(other);
         rocksdb_transaction_destroy(txn);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
+    fn a_base_handle_kept_does_not_keep_the_database_open() {
+        // The rocksdb crate's memory usage builder takes one and never releases it.
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let base_db = rocksdb_transactiondb_get_base_db(db);
+        let write_options = rocksdb_writeoptions_create();
+        ok(|err| {
+            crate::db::rocksdb_put(
+                base_db,
+                write_options,
+                c"k".as_ptr(),
+                1,
+                c"v".as_ptr(),
+                1,
+                err,
+            )
+        });
+        rocksdb_writeoptions_destroy(write_options);
+        rocksdb_transactiondb_close(db);
+        let db = open(dir.path());
+        assert_eq!(db_get(db, "k").as_deref(), Some("v"));
+        rocksdb_transactiondb_close_base_db(rocksdb_transactiondb_get_base_db(db));
         rocksdb_transactiondb_close(db);
     }
 
