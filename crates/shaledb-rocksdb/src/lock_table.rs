@@ -76,12 +76,13 @@ impl State {
         }
     }
 
-    /// The earliest time one of `holders` expires, if any does.
-    fn first_expiry(&self, holders: &[TxnId]) -> Option<Instant> {
+    /// The earliest time after `now` one of `holders` expires, if any does (one expired
+    /// already changes nothing while another still holds the key).
+    fn next_expiry(&self, holders: &[TxnId], now: Instant) -> Option<Instant> {
         holders
             .iter()
             .filter_map(|txn| match self.expiring.get(txn) {
-                Some(Expiry::Until(deadline)) => Some(*deadline),
+                Some(Expiry::Until(deadline)) if *deadline > now => Some(*deadline),
                 _ => None,
             })
             .min()
@@ -190,7 +191,7 @@ impl LockTable {
                 }
             }
             let until = state
-                .first_expiry(&holders)
+                .next_expiry(&holders, now)
                 .map_or(deadline, |expiry| expiry.min(deadline));
             state.waits_for.insert(request.txn, holders);
             self.released.wait_until(&mut state, until);

@@ -155,7 +155,7 @@ fn apply(
         batch.prefix_delete(kvs, prepared::record_prefix(name));
     }
     engine.write(batch)?;
-    if sync || prepared.is_some() {
+    if sync {
         engine.sync()?;
     }
     Ok(())
@@ -678,6 +678,12 @@ impl Txn {
             Mode::Pessimistic(p) => p.rollback(&self.db, &mut self.writes),
             Mode::Optimistic(o) => {
                 o.rollback(&mut self.writes);
+                if o.set_snapshot && o.tracker.is_none() {
+                    // A failed commit took the tracker, and with it the snapshot.
+                    let tracker = begin_tracker(&self.db)?;
+                    self.snapshot = Some(Arc::new(tracker.snapshot_view()));
+                    o.tracker = Some(tracker);
+                }
                 Ok(())
             }
         }
