@@ -259,6 +259,52 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_increments_retried_on_conflict_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, base) = open(dir.path());
+        put(base, "counter", "0");
+        let (threads, increments) = (4, 50);
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let db = crate::transaction_db::tests::Shared(db);
+                std::thread::spawn(move || {
+                    let db = db;
+                    let mut conflicts = 0;
+                    for _ in 0..increments {
+                        loop {
+                            let txn = begin(db.0, false);
+                            let value: u64 = get_for_update(txn, "counter", true)
+                                .unwrap()
+                                .unwrap()
+                                .parse()
+                                .unwrap();
+                            txn_put(txn, "counter", &(value + 1).to_string()).unwrap();
+                            let outcome = crate::transaction_db::tests::attempt(|err| {
+                                rocksdb_transaction_commit(txn, err)
+                            });
+                            rocksdb_transaction_destroy(txn);
+                            match outcome {
+                                Ok(()) => break,
+                                Err(error) => {
+                                    assert!(error.starts_with("Resource busy: "), "{error}");
+                                    conflicts += 1;
+                                }
+                            }
+                        }
+                    }
+                    conflicts
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        let expected = (threads * increments).to_string();
+        assert_eq!(get(base, "counter").as_deref(), Some(expected.as_str()));
+        close(db, base);
+    }
+
+    #[test]
     fn the_first_committer_wins() {
         let dir = tempfile::tempdir().unwrap();
         let (db, base) = open(dir.path());

@@ -1032,6 +1032,42 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn concurrent_increments_under_get_for_update_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_with(dir.path(), |options| {
+            rocksdb_transactiondb_options_set_transaction_lock_timeout(options, 10_000);
+        })
+        .unwrap();
+        db_put(db, "counter", "0").unwrap();
+        let (threads, increments) = (4, 50);
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let db = Shared(db);
+                std::thread::spawn(move || {
+                    let db = db;
+                    for _ in 0..increments {
+                        let txn = begin(db.0);
+                        let value: u64 = get_for_update(txn, "counter", true)
+                            .unwrap()
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        txn_put(txn, "counter", &(value + 1).to_string()).unwrap();
+                        ok(|err| rocksdb_transaction_commit(txn, err));
+                        rocksdb_transaction_destroy(txn);
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        let expected = (threads * increments).to_string();
+        assert_eq!(db_get(db, "counter").as_deref(), Some(expected.as_str()));
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
     fn shared_locks_admit_readers_and_keep_writers_out() {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path());
