@@ -1228,7 +1228,7 @@ fn multi_get(
         })
     });
     let outcomes = outcomes.unwrap_or_else(|status| vec![Err(status); count]);
-    deliver(outcomes, values, values_sizes, errs)
+    quiet((), || deliver(outcomes, values, values_sizes, errs))
 }
 
 #[no_mangle]
@@ -1295,12 +1295,10 @@ pub extern "C" fn rocksdb_transaction_multi_get_cf(
 ) {
     if column_families.is_null() && num_keys > 0 {
         let status = Status::invalid("column family handles array is NULL");
-        return deliver(
-            vec![Err(status); num_keys],
-            values_list,
-            values_list_sizes,
-            errs,
-        );
+        let outcomes = vec![Err(status); num_keys];
+        return quiet((), || {
+            deliver(outcomes, values_list, values_list_sizes, errs)
+        });
     }
     multi_get(
         txn,
@@ -1330,12 +1328,10 @@ pub extern "C" fn rocksdb_transaction_multi_get_for_update_cf(
 ) {
     if column_families.is_null() && num_keys > 0 {
         let status = Status::invalid("column family handles array is NULL");
-        return deliver(
-            vec![Err(status); num_keys],
-            values_list,
-            values_list_sizes,
-            errs,
-        );
+        let outcomes = vec![Err(status); num_keys];
+        return quiet((), || {
+            deliver(outcomes, values_list, values_list_sizes, errs)
+        });
     }
     multi_get(
         txn,
