@@ -34,7 +34,7 @@ use crate::write_set::{check_key_value, show_key, WriteSet};
 use engine::{Bytes, Snapshot, TxnOptions};
 use libc::c_char;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -83,8 +83,9 @@ pub(crate) struct Optimistic {
     set_snapshot: bool,
     /// The ShaleDB transaction whose commit checks for conflicts, once begun.
     tracker: Option<engine::Transaction>,
-    /// The keys read for update, checked by a commit that writes nothing.
-    for_update: BTreeSet<(u32, Vec<u8>)>,
+    /// The keys read for update (column family number and key, with its KVS), checked by a
+    /// commit that writes nothing.
+    for_update: BTreeMap<(u32, Vec<u8>), engine::Kvs>,
     /// Why the last commit failed: its tracker is gone, so a retry would miss the conflict;
     /// every commit fails with it until a rollback.
     failed: Option<Status>,
@@ -136,19 +137,11 @@ fn apply(
 ) -> Result<()> {
     let engine = db.engine();
     let mut batch = engine.batch();
-    {
-        let column_families = db.database.column_families();
-        for op in writes.last_writes() {
-            let cf = column_families.get(&op.cf).ok_or_else(|| {
-                Status::invalid(format!(
-                    "Invalid column family specified in write batch: {} (dropped?)",
-                    op.cf
-                ))
-            })?;
-            match op.kind {
-                OpKind::Put => batch.put(&cf.kvs, &op.key, &op.value),
-                _ => batch.delete(&cf.kvs, &op.key),
-            }
+    for op in writes.last_writes() {
+        let kvs = &writes.column_family(op.cf)?.kvs;
+        match op.kind {
+            OpKind::Put => batch.put(kvs, &op.key, &op.value),
+            _ => batch.delete(kvs, &op.key),
         }
     }
     if let Some((kvs, name)) = prepared {
@@ -312,12 +305,9 @@ impl Pessimistic {
             return Err(already(self.state));
         }
         self.shared.locks.claim(self.id)?;
-        let entries = {
-            let column_families = db.database.column_families();
-            prepared::encode(&name, writes.ops(), |number| {
-                column_families.get(&number).map(|cf| cf.name.clone())
-            })?
-        };
+        let entries = prepared::encode(&name, writes.ops(), |number| {
+            writes.column_family(number).ok().map(|cf| cf.name.clone())
+        })?;
         let kvs = self.shared.prepared_kvs()?;
         let engine = db.engine();
         let mut batch = engine.batch();
@@ -353,7 +343,7 @@ impl Optimistic {
         check_key_value(key, None)?;
         self.track(db)?;
         let slot = (cf.id, key.to_vec());
-        if self.for_update.contains(&slot) {
+        if self.for_update.contains_key(&slot) {
             return Ok(());
         }
         if self.for_update.len() >= LOCKS_PER_COLUMN_FAMILY_DEFAULT {
@@ -368,7 +358,7 @@ impl Optimistic {
             // Read through the tracker, which then checks the key at commit.
             tracker.get(&cf.kvs, key)?;
         }
-        self.for_update.insert(slot);
+        self.for_update.insert(slot, cf.kvs.clone());
         Ok(())
     }
 
@@ -392,19 +382,11 @@ impl Optimistic {
     }
 
     fn validate_and_write(&mut self, db: &rocksdb_t, writes: &WriteSet) -> Result<()> {
-        let column_families = db.database.column_families();
-        let cf = |number: u32| {
-            column_families.get(&number).ok_or_else(|| {
-                Status::invalid(format!(
-                    "Invalid column family specified in write batch: {number} (dropped?)"
-                ))
-            })
-        };
         if writes.is_empty() {
             // Nothing to write: the keys read for update are checked now.
             if let Some(tracker) = &self.tracker {
-                for (number, key) in &self.for_update {
-                    tracker.check_unchanged(&cf(*number)?.kvs, key)?;
+                for ((_, key), kvs) in &self.for_update {
+                    tracker.check_unchanged(kvs, key)?;
                 }
             }
             return Ok(());
@@ -414,13 +396,12 @@ impl Optimistic {
             None => begin_tracker(db)?,
         };
         for op in writes.last_writes() {
-            let kvs = &cf(op.cf)?.kvs;
+            let kvs = &writes.column_family(op.cf)?.kvs;
             match op.kind {
                 OpKind::Put => tracker.put(kvs, &op.key, &op.value)?,
                 _ => tracker.delete(kvs, &op.key)?,
             }
         }
-        drop(column_families);
         tracker.commit()?;
         Ok(())
     }
@@ -551,6 +532,7 @@ impl Txn {
                     ),
                 }
             }
+            txn.writes.remember(&cf);
             txn.writes.write(cf.id, &op.key, value)?;
         }
         p.name = Some(record.name);
@@ -591,7 +573,7 @@ impl Txn {
             mode: Mode::Optimistic(Optimistic {
                 set_snapshot,
                 tracker,
-                for_update: BTreeSet::new(),
+                for_update: BTreeMap::new(),
                 failed: None,
             }),
         })
@@ -615,6 +597,7 @@ impl Txn {
             }
             Mode::Optimistic(o) => o.track(&self.db)?,
         }
+        self.writes.remember(cf);
         self.writes.write(cf.id, key, value)
     }
 

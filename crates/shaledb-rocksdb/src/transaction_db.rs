@@ -1006,6 +1006,41 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_column_family_dropped_under_a_transaction_fails_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let options = options();
+        let a =
+            ok(|err| rocksdb_transactiondb_create_column_family(db, options, c"a".as_ptr(), err));
+        let txn = begin(db);
+        ok(|err| rocksdb_transaction_put_cf(txn, a, c"k".as_ptr(), 1, c"v".as_ptr(), 1, err));
+        // The rocksdb crate drops a TransactionDB's column family through it as a DB.
+        ok(|err| crate::db::rocksdb_drop_column_family(db.cast(), a, err));
+        // A new column family may get the dropped one's number: it is not written instead.
+        let b =
+            ok(|err| rocksdb_transactiondb_create_column_family(db, options, c"b".as_ptr(), err));
+        assert_eq!(
+            crate::db::rocksdb_column_family_handle_get_id(a),
+            crate::db::rocksdb_column_family_handle_get_id(b)
+        );
+        let error = failure(|err| rocksdb_transaction_commit(txn, err));
+        assert!(error.starts_with("Invalid argument: "), "{error}");
+        let read_options = rocksdb_readoptions_create();
+        let mut len = 0;
+        let value = ok(|err| {
+            rocksdb_transactiondb_get_cf(db, read_options, b, c"k".as_ptr(), 1, &mut len, err)
+        });
+        assert_eq!(copied(value, len), None);
+        rocksdb_readoptions_destroy(read_options);
+        ok(|err| rocksdb_transaction_rollback(txn, err));
+        rocksdb_transaction_destroy(txn);
+        crate::db::rocksdb_column_family_handle_destroy(a);
+        crate::db::rocksdb_column_family_handle_destroy(b);
+        rocksdb_options_destroy(options);
+        rocksdb_transactiondb_close(db);
+    }
+
+    #[test]
     fn a_write_outside_transactions_waits_for_the_lock_it_needs() {
         let dir = tempfile::tempdir().unwrap();
         let db = open_with(dir.path(), |options| {

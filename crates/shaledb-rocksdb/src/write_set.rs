@@ -5,6 +5,7 @@
 //! ([`Overlay`]) over a cursor of the database ([`Cursor`]).
 
 use crate::batch::{Op, OpKind};
+use crate::db::ColumnFamily;
 use crate::status::{Code, Result, Status};
 use engine::limits::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 use engine::{Bytes, Iter};
@@ -87,6 +88,10 @@ pub(crate) struct WriteSet {
     save_points: Vec<SavePoint>,
     bytes: usize,
     max_bytes: usize,
+    /// The column families written, by the number the operations name them with, as they
+    /// were when written: a column family dropped since fails the commit, and a new one given
+    /// the same number is never written in its place.
+    column_families: BTreeMap<u32, ColumnFamily>,
 }
 
 impl WriteSet {
@@ -98,7 +103,24 @@ impl WriteSet {
             save_points: Vec::new(),
             bytes: HEADER_BYTES,
             max_bytes,
+            column_families: BTreeMap::new(),
         }
+    }
+
+    /// Notes `cf` as written by this transaction (see `column_families`).
+    pub fn remember(&mut self, cf: &ColumnFamily) {
+        self.column_families
+            .entry(cf.id)
+            .or_insert_with(|| cf.clone());
+    }
+
+    /// The column family operations numbered `number` write.
+    pub fn column_family(&self, number: u32) -> Result<&ColumnFamily> {
+        self.column_families.get(&number).ok_or_else(|| {
+            Status::invalid(format!(
+                "Invalid column family specified in write batch: {number}"
+            ))
+        })
     }
 
     /// Adds a put (`Some(value)`) or delete of `key` in column family `cf`.
@@ -206,6 +228,7 @@ impl WriteSet {
         self.index.clear();
         self.save_points.clear();
         self.bytes = HEADER_BYTES;
+        self.column_families.clear();
     }
 }
 
