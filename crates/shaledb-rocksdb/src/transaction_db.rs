@@ -1493,6 +1493,42 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_recovered_transaction_whose_column_family_is_gone_can_only_roll_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = options();
+        let db = open(dir.path());
+        let cf = ok(|err| {
+            rocksdb_transactiondb_create_column_family(db, options, c"gone".as_ptr(), err)
+        });
+        let txn = begin(db);
+        name(txn, "t").unwrap();
+        ok(|err| rocksdb_transaction_put_cf(txn, cf, c"k".as_ptr(), 1, c"v".as_ptr(), 1, err));
+        txn_put(txn, "k", "v").unwrap();
+        ok(|err| rocksdb_transaction_prepare(txn, err));
+        rocksdb_transaction_destroy(txn);
+        ok(|err| crate::db::rocksdb_drop_column_family(db.cast(), cf, err));
+        crate::db::rocksdb_column_family_handle_destroy(cf);
+        rocksdb_transactiondb_close(db);
+
+        let db = open(dir.path());
+        let recovered = prepared(db);
+        assert_eq!(recovered.len(), 1);
+        let error = failure(|err| rocksdb_transaction_commit(recovered[0], err));
+        assert!(
+            error.starts_with("Invalid argument: prepared transaction t writes column family gone"),
+            "{error}"
+        );
+        ok(|err| rocksdb_transaction_rollback(recovered[0], err));
+        rocksdb_transaction_destroy(recovered[0]);
+        assert_eq!(db_get(db, "k"), None);
+        rocksdb_transactiondb_close(db);
+        let db = open(dir.path());
+        assert!(prepared(db).is_empty());
+        rocksdb_transactiondb_close(db);
+        rocksdb_options_destroy(options);
+    }
+
+    #[test]
     fn the_prepared_transactions_kvs_is_no_column_family() {
         let dir = tempfile::tempdir().unwrap();
         prepare_and_close(dir.path(), "t", "k", "v");
