@@ -228,7 +228,7 @@ impl rocksdb_backup_engine_t {
             match open_to_inspect(db_dir) {
                 Ok(existing) => existing.close()?,
                 Err(error) if error.kind() == engine::ErrorKind::NotFound => {}
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(crate::db::open_failed(&db_dir.to_string_lossy(), error)),
             }
             std::fs::rename(db_dir, &outgoing).map_err(|error| io_error(db_dir, error))?;
         }

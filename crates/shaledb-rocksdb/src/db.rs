@@ -162,6 +162,19 @@ fn kvs_options(options: &rocksdb_options_t) -> KvsOptions {
     }
 }
 
+/// The status of an open of `path` that failed with `error`: a database another process (or
+/// handle) holds is worded as RocksDB words it, naming the lock file (ShaleDB's is also
+/// `LOCK`).
+pub(crate) fn open_failed(path: &str, error: engine::Error) -> Status {
+    match error.kind() {
+        engine::ErrorKind::Locked => Status::new(
+            Code::IoError,
+            format!("While lock file: {path}/LOCK: {error}"),
+        ),
+        _ => Status::from(error),
+    }
+}
+
 /// Opens the KVDB at `path` as RocksDB would open the database there.
 fn open_engine(options: &rocksdb_options_t, path: &str, read_only: bool) -> Result<Db> {
     let engine =
@@ -170,7 +183,7 @@ fn open_engine(options: &rocksdb_options_t, path: &str, read_only: bool) -> Resu
                 engine::ErrorKind::NotFound => Status::invalid(format!(
                     "{path}/CURRENT: does not exist (create_if_missing is false)"
                 )),
-                _ => Status::from(error),
+                _ => open_failed(path, error),
             }
         })?;
     if options.flag("rocksdb_options_set_error_if_exists") && !engine.recovery_report().created {
@@ -761,7 +774,7 @@ pub extern "C" fn rocksdb_destroy_db(
         match open_to_inspect(path) {
             Ok(engine) => engine.close()?,
             Err(error) if error.kind() == engine::ErrorKind::NotFound => return Ok(()),
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(open_failed(&path.to_string_lossy(), error)),
         }
         std::fs::remove_dir_all(path)
             .map_err(|error| Status::new(Code::IoError, format!("{}: {error}", path.display())))

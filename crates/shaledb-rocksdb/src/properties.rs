@@ -64,7 +64,15 @@ fn text_property(db: &rocksdb_t, cf: &ColumnFamily, name: &str) -> Result<Option
     let stats = db.engine().stats();
     Ok(match name {
         "rocksdb.stats" | "rocksdb.dbstats" | "rocksdb.cfstats" => Some(format!(
-            "** ShaleDB statistics (column family {}: {} keys) **\n{stats:#?}\n",
+            "\n** Compaction Stats [{}] **\nShaleDB's cleaner (its compaction): {} segments \
+             cleaned, {} bytes copied, {} tombstones dropped; sorter: {} key ranges rewritten, \
+             {} bytes copied\n\n** DB Stats **\nShaleDB, column family {}: {} keys\n{stats:#?}\n",
+            cf.name,
+            stats.cleaner_segments_cleaned,
+            stats.cleaner_bytes_copied,
+            stats.cleaner_tombstones_dropped,
+            stats.sorted_ranges,
+            stats.sort_bytes_copied,
             cf.name,
             cf.kvs.len()?
         )),
