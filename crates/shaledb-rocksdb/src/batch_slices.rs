@@ -13,7 +13,11 @@ use libc::{c_char, c_void};
 const TIMESTAMPS: &str = "user-defined timestamps";
 
 /// The parts `list[i]` (`sizes[i]` bytes each, `count` of them) joined into one slice.
-fn joined(count: libc::c_int, list: *const *const c_char, sizes: *const usize) -> Result<Vec<u8>> {
+pub(crate) fn joined(
+    count: libc::c_int,
+    list: *const *const c_char,
+    sizes: *const usize,
+) -> Result<Vec<u8>> {
     let count = usize::try_from(count).map_err(|_| Status::invalid("negative count"))?;
     let (parts, sizes) = (array(list, count)?, array(sizes, count)?);
     let mut out = Vec::new();

@@ -79,6 +79,19 @@ impl rocksdb_iterator_t {
         Ok(iterator)
     }
 
+    /// The number of the column family this iterator reads.
+    pub(crate) fn column_family_id(&self) -> u32 {
+        self.cf.id
+    }
+
+    /// Merges `overlay` (a write batch's writes to this column family) over what the iterator
+    /// reads, from its next seek on.
+    pub(crate) fn set_overlay(&mut self, overlay: Arc<Overlay>) {
+        self.overlay = Some(overlay);
+        self.cursor = None;
+        self.current = None;
+    }
+
     /// Starts a cursor over `[from, to)` (within the bounds) and moves to its first item
     /// (forward) or last (backward).
     fn start(&mut self, from: Bound<Vec<u8>>, to: Bound<Vec<u8>>, direction: Direction) {

@@ -46,4 +46,5 @@ mod transaction;
 mod transaction_db;
 mod transaction_options;
 mod wal;
+mod write_batch_with_index;
 mod write_set;

@@ -30,6 +30,7 @@ use crate::transaction_db::TxnDbShared;
 use crate::transaction_options::{
     lock_wait, rocksdb_transaction_options_t, LOCKS_PER_COLUMN_FAMILY_DEFAULT,
 };
+use crate::write_batch_with_index::rocksdb_writebatch_wi_t;
 use crate::write_set::{check_key_value, show_key, WriteSet};
 use engine::{Bytes, Snapshot, TxnOptions};
 use libc::c_char;
@@ -914,6 +915,32 @@ pub extern "C" fn rocksdb_transaction_rebuild_from_writebatch(
     call(errptr, (), || {
         let batch = handle(writebatch, "write batch")?;
         with_txn(txn, |txn| txn.rebuild(batch))
+    })
+}
+
+/// A write batch with index holding a copy of the transaction's writes.
+#[no_mangle]
+pub extern "C" fn rocksdb_transaction_get_writebatch_wi(
+    txn: *mut rocksdb_transaction_t,
+) -> *mut rocksdb_writebatch_wi_t {
+    quiet(std::ptr::null_mut(), || {
+        with_txn(txn, |txn| Ok(txn.writes.to_batch())).map_or(std::ptr::null_mut(), |batch| {
+            crate::args::into_handle(rocksdb_writebatch_wi_t::from_batch(&batch))
+        })
+    })
+}
+
+/// Replays the writes of a write batch with index into the transaction (locking their keys),
+/// as `rocksdb_transaction_rebuild_from_writebatch` does with a plain batch.
+#[no_mangle]
+pub extern "C" fn rocksdb_transaction_rebuild_from_writebatch_wi(
+    txn: *mut rocksdb_transaction_t,
+    wi: *mut rocksdb_writebatch_wi_t,
+    errptr: *mut *mut c_char,
+) {
+    call(errptr, (), || {
+        let batch = handle(wi, "write batch with index")?.to_batch();
+        with_txn(txn, |txn| txn.rebuild(&batch))
     })
 }
 

@@ -4,7 +4,7 @@
 //! An iterator over a transaction merges a frozen copy of one column family's writes
 //! ([`Overlay`]) over a cursor of the database ([`Cursor`]).
 
-use crate::batch::{Op, OpKind};
+use crate::batch::{rocksdb_writebatch_t, Op, OpKind};
 use crate::db::ColumnFamily;
 use crate::status::{Code, Result, Status};
 use engine::limits::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
@@ -176,6 +176,13 @@ impl WriteSet {
     /// Every operation, in the order made.
     pub fn ops(&self) -> &[Op] {
         &self.ops
+    }
+
+    /// The writes as a plain write batch (for a write batch with index to hand out or write).
+    pub fn to_batch(&self) -> rocksdb_writebatch_t {
+        let mut batch = rocksdb_writebatch_t::default();
+        batch.ops = self.ops.clone();
+        batch
     }
 
     pub fn is_empty(&self) -> bool {
