@@ -24,10 +24,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROCKSDB_VERSION = "0.24.0"
 SYS_VERSION = "0.17.3+10.4.2"
-# Features: none of the codecs (snappy is C++ compiled by librocksdb-sys; the library under
-# test does its own compression) except zstd, which only compiles zstd's C sources and gates one
-# test (test_rocksdb_options::set_compression_options_zstd_max_train_bytes).
-FEATURES = "bindgen-runtime,zstd"
+# The crate's default features (snappy, lz4, zstd, zlib, bzip2, bindgen-runtime), as a user of
+# the crate builds it. With ROCKSDB_LIB_DIR set, librocksdb-sys compiles none of RocksDB's C++,
+# only the small codec libraries (snappy's C++ and the C ones), which the test binaries link but
+# the library under test does not use. They matter to the tests all the same: the compression
+# tests expect a database to open with a codec exactly when its feature is on (ShaleDB takes
+# every codec, compressing with LZ4), and test_rocksdb_options's zstd test is compiled only with
+# the zstd feature.
+FEATURE_ARGS = []
 STUB_LIB = "rocksdb_compat_stubs"
 STUB_MSG = "test harness: {} is not exported by the library under test"
 RUN_TIMEOUT = 300
@@ -86,6 +90,9 @@ def build_stubs(work, header, lib):
     # returns 0 (NULL) instead of aborting, so c_test goes on past create_objects.
     src = ["#include <stdio.h>", "#include <stdlib.h>",
            "static void missing(const char* n) {",
+           '  const char* log = getenv("ROCKSDB_COMPAT_STUB_LOG");',
+           '  if (log) {', '    FILE* f = fopen(log, "a");',
+           '    if (f) { fprintf(f, "%s\\n", n); fclose(f); }', '  }',
            '  if (getenv("ROCKSDB_COMPAT_LENIENT_STUBS")) {',
            f'    fprintf(stderr, "{STUB_MSG.format("%s")} (lenient: returned 0)\\n", n);',
            "    return;", "  }",
@@ -182,7 +189,7 @@ def build_test(crate, env, name, variant):
         for old in deps.glob(f"{name}-*"):
             if old.is_file() and os.access(old, os.X_OK) and "." not in old.name:
                 old.unlink()
-    r = run(["cargo", "test", "--locked", "--offline", "--no-default-features", "--features", FEATURES,
+    r = run(["cargo", "test", "--locked", "--offline", *FEATURE_ARGS,
              "--no-run", "--test", name, "--message-format", "json-render-diagnostics"],
             cwd=crate, env=env, capture_output=True)
     exe = None
@@ -271,6 +278,22 @@ def run_test_binary(exe, tests, skip, env, report_skipped=False):
             # Died before running any test (e.g. the loader could not resolve a symbol).
             for t in todo:
                 results[t] = ("crashed", f"the binary {how} before running a test\n{tail}".strip())
+    # A test that called a missing function: run it alone again with lenient stubs (each returns
+    # 0) to list the other missing functions it reaches, for the report.
+    for t, (status, msg) in list(results.items()):
+        if status == "crashed" and "is not exported" in msg:
+            log_file = Path(env["SHALEDB_COMPAT_STUB_LOG_DIR"]) / f"{Path(exe).name}.{t}.stubs"
+            log_file.unlink(missing_ok=True)
+            probe_env = dict(env, ROCKSDB_COMPAT_LENIENT_STUBS="1", ROCKSDB_COMPAT_STUB_LOG=str(log_file))
+            try:
+                subprocess.run([exe, "--test-threads=1", "--exact", t], env=probe_env, capture_output=True,
+                               timeout=60, cwd=env["SHALEDB_COMPAT_TEST_CWD"])
+            except subprocess.TimeoutExpired:
+                pass
+            first = re.search(r"test harness: (\w+) is not exported", msg).group(1)
+            reached = sorted(set(log_file.read_text().split()) - {first}) if log_file.exists() else []
+            results[t] = (status, f"calls {first}, not exported"
+                          + (f"; with lenient stubs it also reaches: {', '.join(reached)}" if reached else ""))
     # A test that failed in a run that later crashed has no failure message: run it alone.
     for t, (status, msg) in list(results.items()):
         if status == "FAILED" and not msg:
@@ -293,6 +316,7 @@ def rust_suite(args, work, prefix, stub_dir, missing, crate, skips):
     summary_rows = []
     all_failures = []
     seen_skips = set()
+    (work / "stub-logs").mkdir(exist_ok=True)
     for variant in args.variants:
         env = cargo_env(work, prefix, stub_dir, variant)
         log(f"\n== the rocksdb crate {ROCKSDB_VERSION}'s tests, {variant} "
@@ -305,6 +329,7 @@ def rust_suite(args, work, prefix, stub_dir, missing, crate, skips):
             # trybuild (the compile_fail tests) builds the crate again with these.
             **{k: env[k] for k in ("ROCKSDB_LIB_DIR", "ROCKSDB_INCLUDE_DIR", "CARGO_TARGET_DIR", "RUSTFLAGS")},
             "SHALEDB_COMPAT_TEST_CWD": str(crate),
+            "SHALEDB_COMPAT_STUB_LOG_DIR": str(work / "stub-logs"),
         })
         if variant == "static":
             run_env["ROCKSDB_STATIC"] = "1"
@@ -424,9 +449,14 @@ def c_test(args, work, prefix, stub_dir, missing, sys_src):
         log("c_test: c_test.patch does not apply: FAILED")
         return False
     skips = read_skip_list(HERE / "c_test-skip.txt")
-    unknown = sorted(set(skips) - set(phases))
+    # c_test.patch guards sections inside some phases; the skip list may name those too.
+    guards = re.findall(r"^#ifndef (SKIP_\w+)", (d / "c_test.c").read_text(), re.M)
+    sections = [g[len("SKIP_"):] for g in guards if g not in {macro(p) for p in phases}]
+    unknown = sorted(set(skips) - set(phases) - set(sections))
     if unknown:
-        log(f"warning: c_test-skip.txt names phases c_test.c does not have: {', '.join(unknown)}")
+        log(f"error: c_test-skip.txt names phases c_test.c does not have: {', '.join(unknown)}")
+        return False
+    skipped_sections = [s for s in sections if s in skips]
     tmp = d / "tmp"
     ok = True
     for variant in args.variants:
@@ -434,10 +464,13 @@ def c_test(args, work, prefix, stub_dir, missing, sys_src):
         failed_out = []  # phases compiled out because they failed in an earlier run
         exe = d / f"c_test-{variant}"
         for attempt in range(len(phases) + 1):
-            defines = [f"-D{macro(p)}" for p in list(skips) + failed_out if p in phases]
+            defines = [f"-D{macro(p)}" for p in ([] if args.run_skipped else list(skips)) + failed_out]
             lib = ["-L" + str(prefix / "lib"), "-lrocksdb"] if variant == "dylib" else \
                 [str(prefix / "lib" / "librocksdb.a"), "-lpthread", "-ldl", "-lm"]
-            cmd = ["gcc", "-O1", "-g", "-I" + str(prefix / "include"), str(d / "c_test.c"), "-o", str(exe)] + \
+            # -ffunction-sections and --gc-sections drop c_test's helpers that only skipped
+            # phases call, and with them their references to the library.
+            cmd = ["gcc", "-O1", "-g", "-ffunction-sections", "-Wl,--gc-sections", "-I" + str(prefix / "include"),
+                   str(d / "c_test.c"), "-o", str(exe)] + \
                 defines + lib + ["-L" + str(stub_dir), "-Wl,--as-needed", "-l" + STUB_LIB,
                                  "-Wl,-rpath," + str(prefix / "lib"), "-Wl,-rpath," + str(stub_dir)]
             r = run(cmd, capture_output=True)
@@ -505,7 +538,7 @@ def c_test(args, work, prefix, stub_dir, missing, sys_src):
         log(f"c_test ({variant}) phases" + (" (EXPLORING with --lenient-stubs: not a pass)" if args.lenient_stubs else "") + ":")
         counts = {"passed": 0, "failed": 0, "skipped": 0, "not run": 0}
         for ph in phases:
-            if ph in skips:
+            if ph in skips and not args.run_skipped:
                 counts["skipped"] += 1
                 log(f"  skipped  {ph}: {skips[ph]}")
             elif ph in statuses:
@@ -515,6 +548,8 @@ def c_test(args, work, prefix, stub_dir, missing, sys_src):
             else:
                 counts["not run"] += 1
                 log(f"  not run  {ph}")
+        for sec in skipped_sections:
+            log(f"  section compiled out: {sec}: {skips[sec]}")
         if counts["not run"]:
             ok = False
         log(f"c_test ({variant}): {counts['passed']} phases passed, {counts['failed']} failed, "
