@@ -312,6 +312,7 @@ def run_test_binary(exe, tests, skip, env, report_skipped=False):
 def rust_suite(args, work, prefix, stub_dir, missing, crate, skips):
     files = sorted(p.stem for p in (crate / "tests").glob("*.rs"))
     totals = {"passed": 0, "failed": 0, "skipped": 0, "ignored": 0}
+    needs = {}  # test file -> missing functions its binary references
     bad = False
     summary_rows = []
     all_failures = []
@@ -351,6 +352,7 @@ def rust_suite(args, work, prefix, stub_dir, missing, crate, skips):
                 summary_rows.append((variant, name, "BUILD FAILED", "", "", "", ""))
                 continue
             used_missing = undefined_used(exe, missing)
+            needs[name] = set(used_missing)
             listing = run([exe, "--list", "--format", "terse"], env=run_env, capture_output=True,
                           cwd=str(crate))
             if listing.returncode != 0:
@@ -395,6 +397,7 @@ def rust_suite(args, work, prefix, stub_dir, missing, crate, skips):
                     log(f"  {status}: {t}")
                     for l in msg.splitlines():
                         log(f"      {l}")
+    totals["needs"] = needs
     return totals, bad, summary_rows, seen_skips
 
 
@@ -430,7 +433,7 @@ def guard_phases(src):
     return "".join(out), phases
 
 
-def c_test(args, work, prefix, stub_dir, missing, sys_src):
+def c_test(args, work, prefix, stub_dir, missing, sys_src, c_totals):
     """Compiles c_test.c (phases guarded, c_test.patch applied, the skip list's phases compiled
     out) and runs it. c_test aborts at its first failed check: the phase that was running is
     recorded as failed, compiled out too, and the program built and run again, until a run
@@ -537,10 +540,10 @@ def c_test(args, work, prefix, stub_dir, missing, sys_src):
             failed_out.append(last)
         log(f"c_test ({variant}) phases" + (" (EXPLORING with --lenient-stubs: not a pass)" if args.lenient_stubs else "") + ":")
         counts = {"passed": 0, "failed": 0, "skipped": 0, "not run": 0}
+        c_totals.append(counts)
         for ph in phases:
             if ph in skips and not args.run_skipped:
                 counts["skipped"] += 1
-                log(f"  skipped  {ph}: {skips[ph]}")
             elif ph in statuses:
                 st, msg = statuses[ph]
                 counts["passed" if st.startswith("passed") else "failed"] += 1
@@ -548,14 +551,16 @@ def c_test(args, work, prefix, stub_dir, missing, sys_src):
             else:
                 counts["not run"] += 1
                 log(f"  not run  {ph}")
-        for sec in skipped_sections:
-            log(f"  section compiled out: {sec}: {skips[sec]}")
         if counts["not run"]:
             ok = False
         log(f"c_test ({variant}): {counts['passed']} phases passed, {counts['failed']} failed, "
             f"{counts['skipped']} skipped" + (f", {counts['not run']} not run" if counts["not run"] else "")
             + f" (of {len(phases)})")
     log(f"  (line numbers: {d / 'c_test.c'}, c_test.c with the phase guards and c_test.patch)")
+    log("c_test's skip list (scripts/rocksdb-compat/c_test-skip.txt):")
+    for ph in phases + sections:
+        if ph in skips:
+            log(f"  {'section ' if ph in sections else ''}{ph}: {skips[ph]}")
     return ok
 
 
@@ -591,14 +596,14 @@ def main():
         f"functions c.h declares")
 
     ok = True
-    rust_rows, rust_totals, seen_skips = [], None, set()
+    rust_rows, rust_totals, seen_skips, c_totals = [], None, set(), []
     skips = read_skip_list(HERE / "skip.txt")
     if args.only != "c":
         crate = prepare_crate(work, crate_src)
         rust_totals, rust_bad, rust_rows, seen_skips = rust_suite(args, work, prefix, stub_dir, missing, crate, skips)
         ok = ok and not rust_bad
     if args.only != "rust":
-        c_ok = c_test(args, work, prefix, stub_dir, missing, sys_src)
+        c_ok = c_test(args, work, prefix, stub_dir, missing, sys_src, c_totals)
         ok = ok and c_ok
 
     if args.only != "c":
@@ -612,12 +617,37 @@ def main():
         stale = sorted(set(skips) - seen_skips) if not args.only_files else []
         if stale:
             log(f"  warning: skip.txt names tests that do not exist: {', '.join(stale)}")
+        needs = rust_totals["needs"]
+        if needs:
+            every = set.intersection(*needs.values())
+            anyf = set.union(*needs.values())
+            if every:
+                log(f"  functions the library does not export that EVERY test binary references (the "
+                    f"rocksdb crate's own code calls them), so no test file links against the library "
+                    f"alone until they exist ({len(every)}):")
+                print_groups(every)
+            if anyf:
+                log(f"  all functions the library does not export that some test binary references ({len(anyf)}):")
+                print_groups(anyf)
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    if args.only != "c":
         t = rust_totals
         log(f"rocksdb crate tests ({'+'.join(args.variants)}): {t['passed']} passed, {t['failed']} failed, "
             f"{t['skipped']} skipped" + (f", {t['ignored']} ignored by the crate" if t["ignored"] else ""))
+        for k in totals:
+            totals[k] += t[k]
+    if args.only != "rust" and c_totals:
+        c = {k: sum(ct[k] for ct in c_totals) for k in c_totals[0]}
+        log(f"c_test phases ({'+'.join(args.variants)}): {c['passed']} passed, {c['failed']} failed, "
+            f"{c['skipped']} skipped" + (f", {c['not run']} not run (after a failed phase; counted as failed "
+                                         f"in the total)" if c["not run"] else ""))
+        totals["passed"] += c["passed"]
+        totals["failed"] += c["failed"] + c["not run"]
+        totals["skipped"] += c["skipped"]
     if args.lenient_stubs or args.run_skipped:
         ok = False  # exploring: never a pass
-    log("\nscripts/test-rocksdb-compat: " + ("PASSED" if ok else "FAILED"))
+    log("scripts/test-rocksdb-compat: " + ("PASSED" if ok else "FAILED"))
+    log(f"total: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     return 0 if ok else 1
 
 
