@@ -160,6 +160,9 @@ def prepare_crate(work, crate_src):
         with open(dst / "Cargo.toml", "a") as f:
             f.write("\n# Added by scripts/test-rocksdb-compat: built on its own, outside any workspace.\n[workspace]\n")
         stamp.write_text("")
+    # Its dependencies (the build's and the tests', trybuild's included), before --offline builds.
+    if run(["cargo", "fetch", "--locked"], cwd=dst).returncode != 0:
+        sys.exit("error: cargo fetch --locked of the rocksdb crate's dependencies failed")
     return dst
 
 
