@@ -201,7 +201,8 @@ fn open_engine(options: &rocksdb_options_t, path: &str, read_only: bool) -> Resu
 fn write_log(options: &rocksdb_options_t, path: &str, engine: &Db) -> Result<()> {
     let mut log = format!(
         "ShaleDB {} through RocksDB's C API (rocksdb/c.h of RocksDB 10.4.2)\n\
-         KVDB: {}\nOptions of this open (as set, or RocksDB's defaults):\n",
+         KVDB: {}\nJemalloc supported: 0\n\
+         Options of this open (as set, or RocksDB's defaults):\n",
         env!("CARGO_PKG_VERSION"),
         engine.path().display()
     );
@@ -774,6 +775,18 @@ pub extern "C" fn rocksdb_destroy_db(
         match open_to_inspect(path) {
             Ok(engine) => engine.close()?,
             Err(error) if error.kind() == engine::ErrorKind::NotFound => return Ok(()),
+            // Files but no manifest: not a database (RocksDB's DestroyDB also leaves files
+            // that are not its own, and succeeds).
+            Err(error)
+                if error.kind() == engine::ErrorKind::Corruption
+                    && !path.join(engine::MANIFEST_FILE_NAME).exists() =>
+            {
+                eprintln!(
+                    "shaledb-rocksdb: destroy_db: {} holds no database; left as it is",
+                    path.display()
+                );
+                return Ok(());
+            }
             Err(error) => return Err(open_failed(&path.to_string_lossy(), error)),
         }
         std::fs::remove_dir_all(path)

@@ -27,6 +27,11 @@ pub struct rocksdb_iterator_t {
     snapshot: Arc<Snapshot>,
     /// Whether the snapshot was the iterator's own (so a refresh may take a newer one).
     own_snapshot: bool,
+    /// A tailing iterator (and no snapshot given): each seek reads the data as of then, and
+    /// reaching the end reads on in the data as of then (forward).
+    tailing: bool,
+    /// Set while a tailing iterator restarts its cursor past its last key.
+    refreshing: bool,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     /// With prefix_same_as_start: the extractor, and the prefix of the key last sought.
@@ -54,6 +59,8 @@ impl rocksdb_iterator_t {
         Ok(rocksdb_iterator_t {
             database: db.database.clone(),
             cf,
+            tailing: own_snapshot && options.tailing(),
+            refreshing: false,
             snapshot,
             own_snapshot,
             lower: options.lower_bound.clone(),
@@ -98,6 +105,19 @@ impl rocksdb_iterator_t {
         let lower = tighter(from, self.lower.clone().map(Bound::Included), true);
         let upper = tighter(to, self.upper.clone().map(Bound::Excluded), false);
         self.status = None;
+        // A new position: a tailing iterator that finds nothing must not read on past the old one.
+        self.current = None;
+        if self.tailing {
+            match self.database.engine.snapshot() {
+                Ok(snapshot) => self.snapshot = Arc::new(snapshot),
+                Err(error) => {
+                    self.status = Some(error.into());
+                    self.cursor = None;
+                    self.current = None;
+                    return;
+                }
+            }
+        }
         // A cursor over an empty or inverted range yields nothing (the engine's contract).
         let cursor = match &self.overlay {
             Some(overlay) => {
@@ -117,10 +137,12 @@ impl rocksdb_iterator_t {
             self.current = None;
             return;
         };
+        let forward = matches!(direction, Direction::Forward);
         let item = match direction {
             Direction::Forward => cursor.next(),
             Direction::Backward => cursor.next_back(),
         };
+        let previous = self.current.take();
         self.current = match item {
             Some(Ok(item)) => Some(item),
             Some(Err(error)) => {
@@ -129,6 +151,24 @@ impl rocksdb_iterator_t {
             }
             None => None,
         };
+        // A tailing iterator that ran out reads on past its last key in the data as of now,
+        // once per step (a fresh cursor that finds nothing is the end, for now).
+        if let (None, None, true, true, Some((last, _))) = (
+            &self.current,
+            &self.status,
+            self.tailing && !self.refreshing,
+            forward,
+            previous,
+        ) {
+            self.refreshing = true;
+            self.start(
+                Bound::Excluded(last.to_vec()),
+                Bound::Unbounded,
+                Direction::Forward,
+            );
+            self.refreshing = false;
+            return;
+        }
         if let (Some(extractor), Some(prefix), Some((key, _))) =
             (&self.prefix_extractor, &self.prefix, &self.current)
         {

@@ -27,7 +27,7 @@ fn with_options(options: *mut rocksdb_options_t, body: impl FnOnce(&mut rocksdb_
 /// Records `value` under `name`, for the `LOG`.
 fn record(options: *mut rocksdb_options_t, name: &'static str, value: String) {
     with_options(options, |options| {
-        options.recorded.insert(name, value);
+        options.recorded.insert(name.to_string(), value);
     })
 }
 
@@ -377,7 +377,10 @@ pub extern "C" fn rocksdb_options_add_compact_on_deletion_collector_factory_del_
     record(
         options,
         "table_properties_collector_factories",
-        format!("CompactOnDeletionCollector ({window_size}, {num_dels_trigger}, {deletion_ratio})"),
+        format!(
+            "CompactOnDeletionCollector (Sliding window size = {window_size} Deletion trigger = \
+             {num_dels_trigger} Deletion ratio = {deletion_ratio})"
+        ),
     )
 }
 
@@ -433,11 +436,17 @@ pub extern "C" fn rocksdb_options_get_compaction_readahead_size(
     })
 }
 
+const STATISTICS_LEVEL: &str = "rocksdb_options_set_statistics_level";
+
 /// Statistics: the databases opened with these options report ShaleDB's counters through
 /// them (statistics.rs).
 #[no_mangle]
 pub extern "C" fn rocksdb_options_enable_statistics(options: *mut rocksdb_options_t) {
     with_options(options, |options| {
         options.statistics.get_or_insert_with(Default::default);
+        // RocksDB's Statistics start at kExceptDetailedTimers (3).
+        if options.value::<i32>(STATISTICS_LEVEL) == 0 {
+            options.settings.set(STATISTICS_LEVEL, 3i32);
+        }
     })
 }

@@ -22,7 +22,7 @@ pub struct rocksdb_options_t {
     pub(crate) unsupported: Vec<Plugin>,
     /// Settings given as objects or several values at once (paths, rate limiter, compression
     /// options, ...), as `name: value` lines for the `LOG`: recorded, with no ShaleDB meaning.
-    pub(crate) recorded: BTreeMap<&'static str, String>,
+    pub(crate) recorded: BTreeMap<String, String>,
     /// The info log set, handed back by `rocksdb_options_get_info_log`.
     pub(crate) info_log: Option<rocksdb_logger_t>,
     /// Event listeners added (kept alive, never called: see events.rs).
@@ -156,7 +156,7 @@ recorded_knobs!(rocksdb_options_t, OPTIONS_KNOBS, "rocksdb_options_set_" {
         rocksdb_options_set_periodic_compaction_seconds(u64) => rocksdb_options_get_periodic_compaction_seconds(u64) = 0xffff_ffff_ffff_fffe, -;
         rocksdb_options_set_memtable_op_scan_flush_trigger(u32) => rocksdb_options_get_memtable_op_scan_flush_trigger(u32) = 0, -;
         rocksdb_options_set_memtable_avg_op_scan_flush_trigger(u32) => rocksdb_options_get_memtable_avg_op_scan_flush_trigger(u32) = 0, -;
-        rocksdb_options_set_statistics_level(libc::c_int) => rocksdb_options_get_statistics_level(libc::c_int) = 3, -;
+        rocksdb_options_set_statistics_level(libc::c_int) => rocksdb_options_get_statistics_level(libc::c_int) = 0, -;
         rocksdb_options_set_skip_stats_update_on_db_open(libc::c_uchar) => rocksdb_options_get_skip_stats_update_on_db_open(libc::c_uchar) = 0, -;
         rocksdb_options_set_skip_checking_sst_file_sizes_on_db_open(libc::c_uchar) => rocksdb_options_get_skip_checking_sst_file_sizes_on_db_open(libc::c_uchar) = 0, -;
         rocksdb_options_set_enable_blob_files(libc::c_uchar) => rocksdb_options_get_enable_blob_files(libc::c_uchar) = 0, -;

@@ -293,12 +293,19 @@ pub extern "C" fn rocksdb_approximate_sizes_cf_with_flags(
     )
 }
 
-/// The database's identity: the KVDB's id, as 16 hex digits (malloc()ed, length in `*id_len`).
+/// The database's identity: the KVDB's 64-bit id in the 36 characters of the UUID RocksDB
+/// gives (its first 16 hex digits zero), malloc()ed, the length in `*id_len`. A checkpoint or
+/// backup is a KVDB of its own, with an identity of its own, as a RocksDB checkpoint is.
 #[no_mangle]
 pub extern "C" fn rocksdb_get_db_identity(db: *mut rocksdb_t, id_len: *mut usize) -> *mut c_char {
     quiet(std::ptr::null_mut(), || {
         handle(db, "db").map_or(std::ptr::null_mut(), |db| {
-            let id = format!("{:016x}", db.engine().id());
+            let id = db.engine().id();
+            let id = format!(
+                "00000000-0000-0000-{:04x}-{:012x}",
+                id >> 48,
+                id & 0xffff_ffff_ffff
+            );
             set_out(id_len, id.len());
             malloc_string(&id)
         })

@@ -35,6 +35,13 @@ impl rocksdb_readoptions_t {
         Ok(())
     }
 
+    /// Whether an iterator follows the data as it is written (RocksDB's tailing iterator)
+    /// rather than reading one snapshot.
+    pub(crate) fn tailing(&self) -> bool {
+        self.settings
+            .flag(READ_KNOBS, "rocksdb_readoptions_set_tailing")
+    }
+
     /// Whether an iterator ignores the prefix extractor (RocksDB's total_order_seek).
     pub(crate) fn total_order_seek(&self) -> bool {
         self.settings

@@ -44,6 +44,8 @@ pub struct rocksdb_ratelimiter_t {
 /// buffers are bounded per head by its own options).
 pub struct rocksdb_write_buffer_manager_t {
     buffer_size: AtomicUsize,
+    /// Made with a cache, whose budget RocksDB would charge memtable memory to.
+    cost_to_cache: bool,
 }
 
 /// `rocksdb_sst_file_manager_t`: space limits for SST files (recorded; ShaleDB bounds its
@@ -276,16 +278,20 @@ pub extern "C" fn rocksdb_write_buffer_manager_create(
 ) -> *mut rocksdb_write_buffer_manager_t {
     into_handle(rocksdb_write_buffer_manager_t {
         buffer_size: AtomicUsize::new(buffer_size),
+        cost_to_cache: false,
     })
 }
 
 #[no_mangle]
 pub extern "C" fn rocksdb_write_buffer_manager_create_with_cache(
     buffer_size: usize,
-    _cache: *const rocksdb_cache_t,
-    allow_stall: bool,
+    cache: *const rocksdb_cache_t,
+    _allow_stall: bool,
 ) -> *mut rocksdb_write_buffer_manager_t {
-    rocksdb_write_buffer_manager_create(buffer_size, allow_stall)
+    into_handle(rocksdb_write_buffer_manager_t {
+        buffer_size: AtomicUsize::new(buffer_size),
+        cost_to_cache: !cache.is_null(),
+    })
 }
 
 #[no_mangle]
@@ -313,12 +319,13 @@ pub extern "C" fn rocksdb_write_buffer_manager_enabled(
     })
 }
 
-/// Memtable memory is not charged to a cache: ShaleDB holds no memtables.
+/// Whether the manager was made with a cache to charge (ShaleDB has no memtable memory to
+/// charge to it).
 #[no_mangle]
 pub extern "C" fn rocksdb_write_buffer_manager_cost_to_cache(
-    _wbm: *mut rocksdb_write_buffer_manager_t,
+    wbm: *mut rocksdb_write_buffer_manager_t,
 ) -> bool {
-    false
+    with_wbm(wbm, false, |wbm| wbm.cost_to_cache)
 }
 
 /// No memtables hold memory under this manager (ShaleDB has none).

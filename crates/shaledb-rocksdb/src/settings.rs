@@ -14,6 +14,11 @@ pub(crate) trait Scalar: Copy {
     fn show(bits: u64) -> String;
     /// Reads it from an options string ("true"/"false" for flags), as bits.
     fn parse(text: &str) -> Option<u64>;
+    /// The value a setter keeps: a flag (c.h's `unsigned char`) is kept as 0 or 1, as
+    /// RocksDB's setters store a `bool`.
+    fn normalize(self) -> Self {
+        self
+    }
 }
 
 macro_rules! integer_scalar {
@@ -39,7 +44,29 @@ macro_rules! integer_scalar {
     )*};
 }
 
-integer_scalar!(i8, u8, i32, u32, i64, u64, usize);
+integer_scalar!(i8, i32, u32, i64, u64, usize);
+
+impl Scalar for u8 {
+    fn to_bits(self) -> u64 {
+        self as u64
+    }
+    fn from_bits(bits: u64) -> Self {
+        bits as u8
+    }
+    fn show(bits: u64) -> String {
+        Self::from_bits(bits).to_string()
+    }
+    fn parse(text: &str) -> Option<u64> {
+        match text {
+            "true" => Some(1),
+            "false" => Some(0),
+            _ => text.parse::<u8>().ok().map(|flag| u64::from(flag != 0)),
+        }
+    }
+    fn normalize(self) -> Self {
+        u8::from(self != 0)
+    }
+}
 
 impl Scalar for f64 {
     fn to_bits(self) -> u64 {
@@ -150,7 +177,10 @@ macro_rules! recorded_knobs {
             pub extern "C" fn $setter(object: *mut $object, value: $t) {
                 crate::status::quiet((), || {
                     if let Ok(object) = crate::args::handle_mut(object, stringify!($object)) {
-                        object.settings.set(stringify!($setter), value);
+                        object.settings.set(
+                            stringify!($setter),
+                            <$t as crate::settings::Scalar>::normalize(value),
+                        );
                     }
                 })
             }

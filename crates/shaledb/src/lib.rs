@@ -76,6 +76,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use index::RangeSize;
 pub use iter::{Iter, Keys};
 pub use kvs::Kvs;
+pub use manifest::FILE_NAME as MANIFEST_FILE_NAME;
 pub use media::{MediaClass, OsStorage, Storage, StorageFile};
 pub use options::{Durability, KeyGroups, KvsOptions, MediaPolicy, Options};
 pub use recovery::{RecoveryReport, SalvageReport};
