@@ -57,120 +57,143 @@ fn fail(batch: *mut rocksdb_writebatch_t, status: Status) {
     })
 }
 
-macro_rules! parts_with_value {
-    ($($name:ident, $name_cf:ident => $kind:expr;)*) => {$(
+/// Defines the `v` variants of a batch type's writes (put, merge, delete, delete_range, each
+/// plain and `_cf`) over `$add_parts(batch, column family, kind, key parts, value parts)`.
+macro_rules! slice_part_writes {
+    ($batch:ty, $add_parts:path {
+        $putv:ident, $putv_cf:ident, $mergev:ident, $mergev_cf:ident,
+        $deletev:ident, $deletev_cf:ident, $delete_rangev:ident, $delete_rangev_cf:ident $(,)?
+    }) => {
+        slice_part_writes!(@with_value $batch, $add_parts, $putv, $putv_cf, $crate::batch::OpKind::Put);
+        slice_part_writes!(@with_value $batch, $add_parts, $mergev, $mergev_cf, $crate::batch::OpKind::Merge);
+
+        #[no_mangle]
+        pub extern "C" fn $deletev(
+            b: *mut $batch,
+            num_keys: libc::c_int,
+            keys_list: *const *const libc::c_char,
+            keys_list_sizes: *const usize,
+        ) {
+            $deletev_cf(b, std::ptr::null_mut(), num_keys, keys_list, keys_list_sizes)
+        }
+
+        #[no_mangle]
+        pub extern "C" fn $deletev_cf(
+            b: *mut $batch,
+            column_family: *mut $crate::db::rocksdb_column_family_handle_t,
+            num_keys: libc::c_int,
+            keys_list: *const *const libc::c_char,
+            keys_list_sizes: *const usize,
+        ) {
+            $add_parts(
+                b,
+                column_family,
+                $crate::batch::OpKind::Delete,
+                $crate::batch_slices::joined(num_keys, keys_list, keys_list_sizes),
+                Ok(Vec::new()),
+            )
+        }
+
+        #[no_mangle]
+        pub extern "C" fn $delete_rangev(
+            b: *mut $batch,
+            num_keys: libc::c_int,
+            start_keys_list: *const *const libc::c_char,
+            start_keys_list_sizes: *const usize,
+            end_keys_list: *const *const libc::c_char,
+            end_keys_list_sizes: *const usize,
+        ) {
+            $delete_rangev_cf(
+                b,
+                std::ptr::null_mut(),
+                num_keys,
+                start_keys_list,
+                start_keys_list_sizes,
+                end_keys_list,
+                end_keys_list_sizes,
+            )
+        }
+
+        #[no_mangle]
+        pub extern "C" fn $delete_rangev_cf(
+            b: *mut $batch,
+            column_family: *mut $crate::db::rocksdb_column_family_handle_t,
+            num_keys: libc::c_int,
+            start_keys_list: *const *const libc::c_char,
+            start_keys_list_sizes: *const usize,
+            end_keys_list: *const *const libc::c_char,
+            end_keys_list_sizes: *const usize,
+        ) {
+            $add_parts(
+                b,
+                column_family,
+                $crate::batch::OpKind::DeleteRange,
+                $crate::batch_slices::joined(num_keys, start_keys_list, start_keys_list_sizes),
+                $crate::batch_slices::joined(num_keys, end_keys_list, end_keys_list_sizes),
+            )
+        }
+    };
+    (@with_value $batch:ty, $add_parts:path, $name:ident, $name_cf:ident, $kind:expr) => {
         #[no_mangle]
         pub extern "C" fn $name(
-            b: *mut rocksdb_writebatch_t,
+            b: *mut $batch,
             num_keys: libc::c_int,
-            keys_list: *const *const c_char,
+            keys_list: *const *const libc::c_char,
             keys_list_sizes: *const usize,
             num_values: libc::c_int,
-            values_list: *const *const c_char,
+            values_list: *const *const libc::c_char,
             values_list_sizes: *const usize,
         ) {
-            $name_cf(b, std::ptr::null_mut(), num_keys, keys_list, keys_list_sizes, num_values, values_list, values_list_sizes)
+            $name_cf(
+                b,
+                std::ptr::null_mut(),
+                num_keys,
+                keys_list,
+                keys_list_sizes,
+                num_values,
+                values_list,
+                values_list_sizes,
+            )
         }
 
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name_cf(
-            b: *mut rocksdb_writebatch_t,
-            column_family: *mut rocksdb_column_family_handle_t,
+            b: *mut $batch,
+            column_family: *mut $crate::db::rocksdb_column_family_handle_t,
             num_keys: libc::c_int,
-            keys_list: *const *const c_char,
+            keys_list: *const *const libc::c_char,
             keys_list_sizes: *const usize,
             num_values: libc::c_int,
-            values_list: *const *const c_char,
+            values_list: *const *const libc::c_char,
             values_list_sizes: *const usize,
         ) {
-            add_parts(
+            $add_parts(
                 b,
                 column_family,
                 $kind,
-                joined(num_keys, keys_list, keys_list_sizes),
-                joined(num_values, values_list, values_list_sizes),
+                $crate::batch_slices::joined(num_keys, keys_list, keys_list_sizes),
+                $crate::batch_slices::joined(num_values, values_list, values_list_sizes),
             )
         }
-    )*};
+    };
 }
 
-parts_with_value! {
-    rocksdb_writebatch_putv, rocksdb_writebatch_putv_cf => OpKind::Put;
-    rocksdb_writebatch_mergev, rocksdb_writebatch_mergev_cf => OpKind::Merge;
-}
+pub(crate) use slice_part_writes;
 
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_deletev(
-    b: *mut rocksdb_writebatch_t,
-    num_keys: libc::c_int,
-    keys_list: *const *const c_char,
-    keys_list_sizes: *const usize,
-) {
-    rocksdb_writebatch_deletev_cf(
-        b,
-        std::ptr::null_mut(),
-        num_keys,
-        keys_list,
-        keys_list_sizes,
-    )
-}
-
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_deletev_cf(
-    b: *mut rocksdb_writebatch_t,
-    column_family: *mut rocksdb_column_family_handle_t,
-    num_keys: libc::c_int,
-    keys_list: *const *const c_char,
-    keys_list_sizes: *const usize,
-) {
-    add_parts(
-        b,
-        column_family,
-        OpKind::Delete,
-        joined(num_keys, keys_list, keys_list_sizes),
-        Ok(Vec::new()),
-    )
-}
-
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_delete_rangev(
-    b: *mut rocksdb_writebatch_t,
-    num_keys: libc::c_int,
-    start_keys_list: *const *const c_char,
-    start_keys_list_sizes: *const usize,
-    end_keys_list: *const *const c_char,
-    end_keys_list_sizes: *const usize,
-) {
-    rocksdb_writebatch_delete_rangev_cf(
-        b,
-        std::ptr::null_mut(),
-        num_keys,
-        start_keys_list,
-        start_keys_list_sizes,
-        end_keys_list,
-        end_keys_list_sizes,
-    )
-}
-
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_delete_rangev_cf(
-    b: *mut rocksdb_writebatch_t,
-    column_family: *mut rocksdb_column_family_handle_t,
-    num_keys: libc::c_int,
-    start_keys_list: *const *const c_char,
-    start_keys_list_sizes: *const usize,
-    end_keys_list: *const *const c_char,
-    end_keys_list_sizes: *const usize,
-) {
-    add_parts(
-        b,
-        column_family,
-        OpKind::DeleteRange,
-        joined(num_keys, start_keys_list, start_keys_list_sizes),
-        joined(num_keys, end_keys_list, end_keys_list_sizes),
-    )
-}
+slice_part_writes!(
+    rocksdb_writebatch_t,
+    add_parts {
+        rocksdb_writebatch_putv,
+        rocksdb_writebatch_putv_cf,
+        rocksdb_writebatch_mergev,
+        rocksdb_writebatch_mergev_cf,
+        rocksdb_writebatch_deletev,
+        rocksdb_writebatch_deletev_cf,
+        rocksdb_writebatch_delete_rangev,
+        rocksdb_writebatch_delete_rangev_cf,
+    }
+);
 
 /// A batch; the sizes and protection asked for have no ShaleDB meaning (its commits are
 /// bounded by the KVDB's batch limit), and a default column family with timestamps cannot be

@@ -97,9 +97,8 @@ fn multi_get_view(db: &rocksdb_t, options: &rocksdb_readoptions_t) -> Result<Arc
     }
 }
 
-/// Reads `count` keys, the i-th in the column family `column_family(i)`, at one view; hands
-/// each outcome to `deliver(i, value or error)`.
-#[allow(clippy::too_many_arguments)]
+/// Reads `count` keys, the i-th in the column family `column_family(i)`, at one view: each
+/// key's value or error; a failure of the whole call (a NULL handle, a panic) is every key's.
 fn multi_get<'a>(
     db: *mut rocksdb_t,
     options: *const rocksdb_readoptions_t,
@@ -107,33 +106,29 @@ fn multi_get<'a>(
     keys: *const *const c_char,
     key_sizes: *const usize,
     column_family: impl Fn(&'a rocksdb_t, usize) -> Result<&'a ColumnFamily>,
-    mut deliver: impl FnMut(usize, Result<Option<Bytes>>),
-) -> Result<()> {
-    let db: &'a rocksdb_t = handle(db, "db")?;
-    let options = handle(options, "read options")?;
-    let keys = array(keys, count)?;
-    let key_sizes = array(key_sizes, count)?;
-    let view = multi_get_view(db, options)?;
-    for (index, (key, size)) in keys.iter().zip(key_sizes).enumerate() {
-        let value = column_family(db, index).and_then(|cf| {
-            let key = bytes(*key, *size)?;
-            Ok(view.get(&cf.kvs, key)?)
-        });
-        deliver(index, value);
-    }
-    Ok(())
+) -> Vec<Result<Option<Bytes>>> {
+    let outcomes = caught(|| {
+        let db: &'a rocksdb_t = handle(db, "db")?;
+        let options = handle(options, "read options")?;
+        let keys = array(keys, count)?;
+        let key_sizes = array(key_sizes, count)?;
+        let view = multi_get_view(db, options)?;
+        Ok(keys
+            .iter()
+            .zip(key_sizes)
+            .enumerate()
+            .map(|(index, (key, size))| {
+                column_family(db, index).and_then(|cf| Ok(view.get(&cf.kvs, bytes(*key, *size)?)?))
+            })
+            .collect())
+    });
+    outcomes.unwrap_or_else(|status| vec![Err(status); count])
 }
 
-/// Fills `values[i]`/`values_sizes[i]` (malloc()ed, NULL when absent) and `errs[i]` (NULL, or
-/// the error of key i); a failure of the whole call (a NULL handle) is reported in every slot.
-#[allow(clippy::too_many_arguments)]
-fn multi_get_into<'a>(
-    db: *mut rocksdb_t,
-    options: *const rocksdb_readoptions_t,
-    count: usize,
-    keys: *const *const c_char,
-    key_sizes: *const usize,
-    column_family: impl Fn(&'a rocksdb_t, usize) -> Result<&'a ColumnFamily>,
+/// Hands multi-get outcomes to C: `values[i]`/`values_sizes[i]` (malloc()ed, NULL when
+/// absent) and `errs[i]` (NULL, or the error of key i).
+pub(crate) fn deliver(
+    outcomes: Vec<Result<Option<Bytes>>>,
     values: *mut *mut c_char,
     values_sizes: *mut usize,
     errs: *mut *mut c_char,
@@ -141,23 +136,22 @@ fn multi_get_into<'a>(
     if values.is_null() || values_sizes.is_null() || errs.is_null() {
         return;
     }
-    let deliver = |index: usize, outcome: Result<Option<Bytes>>| {
-        // SAFETY: c.h passes `values`, `values_sizes` and `errs` as arrays of `num_keys`.
-        let (value, size, err) =
-            unsafe { (values.add(index), values_sizes.add(index), errs.add(index)) };
-        set_out(value, std::ptr::null_mut());
-        set_out(size, 0);
-        set_out(err, std::ptr::null_mut());
-        match outcome {
-            Ok(Some(found)) => set_out(value, malloc_bytes(&found, size)),
-            Ok(None) => {}
-            Err(status) => report(err, &status),
+    quiet((), || {
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            // SAFETY: c.h passes `values`, `values_sizes` and `errs` as arrays of `num_keys`,
+            // the number of outcomes.
+            let (value, size, err) =
+                unsafe { (values.add(index), values_sizes.add(index), errs.add(index)) };
+            set_out(value, std::ptr::null_mut());
+            set_out(size, 0);
+            set_out(err, std::ptr::null_mut());
+            match outcome {
+                Ok(Some(found)) => set_out(value, malloc_bytes(&found, size)),
+                Ok(None) => {}
+                Err(status) => report(err, &status),
+            }
         }
-    };
-    let failed = caught(|| multi_get(db, options, count, keys, key_sizes, column_family, deliver));
-    if let Err(status) = failed {
-        (0..count).for_each(|index| deliver(index, Err(status.clone())));
-    }
+    })
 }
 
 #[no_mangle]
@@ -171,17 +165,15 @@ pub extern "C" fn rocksdb_multi_get(
     values_list_sizes: *mut usize,
     errs: *mut *mut c_char,
 ) {
-    multi_get_into(
+    let outcomes = multi_get(
         db,
         options,
         num_keys,
         keys_list,
         keys_list_sizes,
         |db, _| db.column_family(std::ptr::null()),
-        values_list,
-        values_list_sizes,
-        errs,
-    )
+    );
+    deliver(outcomes, values_list, values_list_sizes, errs)
 }
 
 #[no_mangle]
@@ -196,7 +188,7 @@ pub extern "C" fn rocksdb_multi_get_cf(
     values_list_sizes: *mut usize,
     errs: *mut *mut c_char,
 ) {
-    multi_get_into(
+    let outcomes = multi_get(
         db,
         options,
         num_keys,
@@ -209,10 +201,8 @@ pub extern "C" fn rocksdb_multi_get_cf(
             }
             db.column_family(handles[index])
         },
-        values_list,
-        values_list_sizes,
-        errs,
-    )
+    );
+    deliver(outcomes, values_list, values_list_sizes, errs)
 }
 
 /// Multi-get within one column family, into pinnable slices (NULL when absent).
@@ -231,30 +221,26 @@ pub extern "C" fn rocksdb_batched_multi_get_cf(
     if values.is_null() || errs.is_null() {
         return;
     }
-    let deliver = |index: usize, outcome: Result<Option<Bytes>>| {
-        // SAFETY: c.h passes `values` and `errs` as arrays of `num_keys`.
-        let (value, err) = unsafe { (values.add(index), errs.add(index)) };
-        set_out(value, std::ptr::null_mut());
-        set_out(err, std::ptr::null_mut());
-        match outcome {
-            Ok(found) => set_out(value, pinned(found)),
-            Err(status) => report(err, &status),
+    let outcomes = multi_get(
+        db,
+        options,
+        num_keys,
+        keys_list,
+        keys_list_sizes,
+        |db, _| db.column_family(column_family),
+    );
+    quiet((), || {
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            // SAFETY: c.h passes `values` and `errs` as arrays of `num_keys`.
+            let (value, err) = unsafe { (values.add(index), errs.add(index)) };
+            set_out(value, std::ptr::null_mut());
+            set_out(err, std::ptr::null_mut());
+            match outcome {
+                Ok(found) => set_out(value, pinned(found)),
+                Err(status) => report(err, &status),
+            }
         }
-    };
-    let failed = caught(|| {
-        multi_get(
-            db,
-            options,
-            num_keys,
-            keys_list,
-            keys_list_sizes,
-            |db, _| db.column_family(column_family),
-            deliver,
-        )
-    });
-    if let Err(status) = failed {
-        (0..num_keys).for_each(|index| deliver(index, Err(status.clone())));
-    }
+    })
 }
 
 /// Whether `key` may exist. ShaleDB's index is in DRAM, so the answer is exact and costs no

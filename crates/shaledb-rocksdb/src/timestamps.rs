@@ -7,7 +7,8 @@ use crate::args::{handle_mut, set_out};
 use crate::db::{rocksdb_column_family_handle_t, rocksdb_t};
 use crate::iterator::rocksdb_iterator_t;
 use crate::read_write_options::{rocksdb_readoptions_t, rocksdb_writeoptions_t};
-use crate::status::{call, quiet, report, Status};
+use crate::reads::deliver;
+use crate::status::{call, quiet, Status};
 use libc::c_char;
 
 pub(crate) const FEATURE: &str = "user-defined timestamps";
@@ -56,29 +57,6 @@ pub extern "C" fn rocksdb_iter_timestamp(
     std::ptr::null()
 }
 
-fn fail_every_key(
-    count: usize,
-    values: *mut *mut c_char,
-    sizes: *mut usize,
-    errs: *mut *mut c_char,
-) {
-    for index in 0..count {
-        // SAFETY: c.h passes the three arrays with `num_keys` slots each (or NULL).
-        unsafe {
-            if !values.is_null() {
-                *values.add(index) = std::ptr::null_mut();
-            }
-            if !sizes.is_null() {
-                *sizes.add(index) = 0;
-            }
-            if !errs.is_null() {
-                *errs.add(index) = std::ptr::null_mut();
-                report(errs.add(index), &unsupported());
-            }
-        }
-    }
-}
-
 #[no_mangle]
 pub extern "C" fn rocksdb_multi_get_with_ts(
     _db: *mut rocksdb_t,
@@ -92,9 +70,12 @@ pub extern "C" fn rocksdb_multi_get_with_ts(
     _timestamp_list_sizes: *mut usize,
     errs: *mut *mut c_char,
 ) {
-    quiet((), || {
-        fail_every_key(num_keys, values_list, values_list_sizes, errs)
-    })
+    deliver(
+        vec![Err(unsupported()); num_keys],
+        values_list,
+        values_list_sizes,
+        errs,
+    )
 }
 
 #[no_mangle]
@@ -111,9 +92,12 @@ pub extern "C" fn rocksdb_multi_get_cf_with_ts(
     _timestamps_list_sizes: *mut usize,
     errs: *mut *mut c_char,
 ) {
-    quiet((), || {
-        fail_every_key(num_keys, values_list, values_list_sizes, errs)
-    })
+    deliver(
+        vec![Err(unsupported()); num_keys],
+        values_list,
+        values_list_sizes,
+        errs,
+    )
 }
 
 #[no_mangle]

@@ -23,9 +23,9 @@ use crate::iterator::rocksdb_iterator_t;
 use crate::lock_table::{Granted, Request, TxnId};
 use crate::prepared::{self, NAME_BYTES_MAX};
 use crate::read_write_options::{rocksdb_readoptions_t, rocksdb_writeoptions_t};
-use crate::reads::{pinned, rocksdb_pinnableslice_t};
+use crate::reads::{deliver, pinned, rocksdb_pinnableslice_t};
 use crate::snapshot::rocksdb_snapshot_t;
-use crate::status::{call, caught, quiet, report, Code, Result, Status};
+use crate::status::{call, caught, quiet, Code, Result, Status};
 use crate::transaction_db::TxnDbShared;
 use crate::transaction_options::{
     lock_wait, rocksdb_transaction_options_t, LOCKS_PER_COLUMN_FAMILY_DEFAULT,
@@ -1167,33 +1167,6 @@ pub extern "C" fn rocksdb_transaction_get_pinned_for_update_cf(
     })
 }
 
-/// Fills c.h's multi-get arrays from one outcome per key: `values[i]` (malloc()ed, NULL when
-/// absent), `values_sizes[i]` and `errs[i]` (NULL, or the error of key i).
-fn deliver(
-    outcomes: Vec<Result<Option<Bytes>>>,
-    values: *mut *mut c_char,
-    values_sizes: *mut usize,
-    errs: *mut *mut c_char,
-) {
-    if values.is_null() || values_sizes.is_null() || errs.is_null() {
-        return;
-    }
-    for (index, outcome) in outcomes.into_iter().enumerate() {
-        // SAFETY: c.h passes `values`, `values_sizes` and `errs` as arrays of `num_keys`, the
-        // number of outcomes.
-        let (value, size, err) =
-            unsafe { (values.add(index), values_sizes.add(index), errs.add(index)) };
-        set_out(value, std::ptr::null_mut());
-        set_out(size, 0);
-        set_out(err, std::ptr::null_mut());
-        match outcome {
-            Ok(Some(found)) => set_out(value, malloc_bytes(&found, size)),
-            Ok(None) => {}
-            Err(status) => report(err, &status),
-        }
-    }
-}
-
 /// Reads `count` keys in the transaction (for update, when `for_update` says how), the i-th in
 /// column family `cfs[i]` (the default one when `cfs` is NULL).
 #[allow(clippy::too_many_arguments)]
@@ -1238,7 +1211,7 @@ fn multi_get(
         })
     });
     let outcomes = outcomes.unwrap_or_else(|status| vec![Err(status); count]);
-    quiet((), || deliver(outcomes, values, values_sizes, errs))
+    deliver(outcomes, values, values_sizes, errs)
 }
 
 #[no_mangle]

@@ -7,7 +7,7 @@
 
 use crate::args::{bytes, handle, handle_mut, into_handle, malloc_bytes, set_out};
 use crate::batch::{rocksdb_writebatch_t, OpKind};
-use crate::batch_slices::joined;
+use crate::batch_slices::slice_part_writes;
 use crate::db::{read, rocksdb_column_family_handle_t, rocksdb_t, sync_if_asked};
 use crate::iterator::rocksdb_iterator_t;
 use crate::options::rocksdb_options_t;
@@ -254,120 +254,19 @@ key_only! {
     rocksdb_writebatch_wi_singledelete, rocksdb_writebatch_wi_singledelete_cf => OpKind::SingleDelete;
 }
 
-macro_rules! parts_with_value {
-    ($($name:ident, $name_cf:ident => $kind:expr;)*) => {$(
-        #[no_mangle]
-        pub extern "C" fn $name(
-            wbwi: *mut rocksdb_writebatch_wi_t,
-            num_keys: libc::c_int,
-            keys_list: *const *const c_char,
-            keys_list_sizes: *const usize,
-            num_values: libc::c_int,
-            values_list: *const *const c_char,
-            values_list_sizes: *const usize,
-        ) {
-            $name_cf(wbwi, std::ptr::null_mut(), num_keys, keys_list, keys_list_sizes, num_values, values_list, values_list_sizes)
-        }
-
-        #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
-        pub extern "C" fn $name_cf(
-            wbwi: *mut rocksdb_writebatch_wi_t,
-            column_family: *mut rocksdb_column_family_handle_t,
-            num_keys: libc::c_int,
-            keys_list: *const *const c_char,
-            keys_list_sizes: *const usize,
-            num_values: libc::c_int,
-            values_list: *const *const c_char,
-            values_list_sizes: *const usize,
-        ) {
-            add_parts(
-                wbwi,
-                column_family,
-                $kind,
-                joined(num_keys, keys_list, keys_list_sizes),
-                joined(num_values, values_list, values_list_sizes),
-            )
-        }
-    )*};
-}
-
-parts_with_value! {
-    rocksdb_writebatch_wi_putv, rocksdb_writebatch_wi_putv_cf => OpKind::Put;
-    rocksdb_writebatch_wi_mergev, rocksdb_writebatch_wi_mergev_cf => OpKind::Merge;
-}
-
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_wi_deletev(
-    wbwi: *mut rocksdb_writebatch_wi_t,
-    num_keys: libc::c_int,
-    keys_list: *const *const c_char,
-    keys_list_sizes: *const usize,
-) {
-    rocksdb_writebatch_wi_deletev_cf(
-        wbwi,
-        std::ptr::null_mut(),
-        num_keys,
-        keys_list,
-        keys_list_sizes,
-    )
-}
-
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_wi_deletev_cf(
-    wbwi: *mut rocksdb_writebatch_wi_t,
-    column_family: *mut rocksdb_column_family_handle_t,
-    num_keys: libc::c_int,
-    keys_list: *const *const c_char,
-    keys_list_sizes: *const usize,
-) {
-    add_parts(
-        wbwi,
-        column_family,
-        OpKind::Delete,
-        joined(num_keys, keys_list, keys_list_sizes),
-        Ok(Vec::new()),
-    )
-}
-
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_wi_delete_rangev(
-    wbwi: *mut rocksdb_writebatch_wi_t,
-    num_keys: libc::c_int,
-    start_keys_list: *const *const c_char,
-    start_keys_list_sizes: *const usize,
-    end_keys_list: *const *const c_char,
-    end_keys_list_sizes: *const usize,
-) {
-    rocksdb_writebatch_wi_delete_rangev_cf(
-        wbwi,
-        std::ptr::null_mut(),
-        num_keys,
-        start_keys_list,
-        start_keys_list_sizes,
-        end_keys_list,
-        end_keys_list_sizes,
-    )
-}
-
-#[no_mangle]
-pub extern "C" fn rocksdb_writebatch_wi_delete_rangev_cf(
-    wbwi: *mut rocksdb_writebatch_wi_t,
-    column_family: *mut rocksdb_column_family_handle_t,
-    num_keys: libc::c_int,
-    start_keys_list: *const *const c_char,
-    start_keys_list_sizes: *const usize,
-    end_keys_list: *const *const c_char,
-    end_keys_list_sizes: *const usize,
-) {
-    add_parts(
-        wbwi,
-        column_family,
-        OpKind::DeleteRange,
-        joined(num_keys, start_keys_list, start_keys_list_sizes),
-        joined(num_keys, end_keys_list, end_keys_list_sizes),
-    )
-}
+slice_part_writes!(
+    rocksdb_writebatch_wi_t,
+    add_parts {
+        rocksdb_writebatch_wi_putv,
+        rocksdb_writebatch_wi_putv_cf,
+        rocksdb_writebatch_wi_mergev,
+        rocksdb_writebatch_wi_mergev_cf,
+        rocksdb_writebatch_wi_deletev,
+        rocksdb_writebatch_wi_deletev_cf,
+        rocksdb_writebatch_wi_delete_rangev,
+        rocksdb_writebatch_wi_delete_rangev_cf,
+    }
+);
 
 #[no_mangle]
 pub extern "C" fn rocksdb_writebatch_wi_put_log_data(

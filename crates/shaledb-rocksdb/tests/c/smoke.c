@@ -1,6 +1,8 @@
 /* A program written for RocksDB's C API, run on ShaleDB: the calls most programs make (open,
  * point reads and writes, batches, iterators both ways, snapshots, column families, reopen),
- * and a feature ShaleDB refuses by name. Exits non-zero on the first surprise. */
+ * pinned reads and multi-gets, flush, compaction, properties, checkpoints, options strings,
+ * write batches with index, and the features ShaleDB refuses by name. Exits non-zero on the
+ * first surprise. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,23 +10,7 @@
 
 #include "rocksdb/c.h"
 
-static int failures = 0;
-
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
-
-#define NO_ERROR(err)                                                       \
-    do {                                                                    \
-        if ((err) != NULL) {                                                \
-            fprintf(stderr, "%s:%d: error: %s\n", __FILE__, __LINE__, (err)); \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
+#include "check.h"
 
 static void check_get(rocksdb_t* db, rocksdb_readoptions_t* ro, const char* key,
                       const char* expected) {

@@ -9,23 +9,7 @@
 
 #include "rocksdb/c.h"
 
-static int failures = 0;
-
-#define CHECK(cond)                                                                \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
-
-#define NO_ERROR(err)                                                              \
-    do {                                                                           \
-        if ((err) != NULL) {                                                       \
-            fprintf(stderr, "%s:%d: error: %s\n", __FILE__, __LINE__, (err));      \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#include "check.h"
 
 /* Checks that `err` is set and starts with `prefix`, then frees it. */
 static void expect_error(char** err, const char* prefix, int line) {
