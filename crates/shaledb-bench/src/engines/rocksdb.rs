@@ -18,9 +18,7 @@
 //! (`scripts/bench-rocksdb-api`).
 
 use super::rocksdb_options::{self, CommonOptions, Tuning};
-#[cfg(any(feature = "rocksdb", feature = "rocksdb-api"))]
-use crate::engine::EngineSpec;
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::{Engine, EngineConfig, EngineSpec};
 use anyhow::Result;
 use rocksdb::{
     BlockBasedIndexType, BlockBasedOptions, Cache, DBCompressionType, Options, WriteOptions, DB,
