@@ -8,8 +8,18 @@ use anyhow::Result;
 pub mod fjall;
 #[cfg(feature = "lmdb")]
 pub mod lmdb;
-#[cfg(feature = "rocksdb")]
+// One process links one librocksdb, and that library decides which engine the `rocksdb` crate
+// reaches: RocksDB (`rocksdb`) or ShaleDB's compatible library (`rocksdb-api`). build.rs checks
+// the library against the feature.
+#[cfg(all(feature = "rocksdb", feature = "rocksdb-api"))]
+compile_error!(
+    "the features `rocksdb` and `rocksdb-api` cannot be enabled together: build each into its own \
+     binary (scripts/bench-rocksdb-api)"
+);
+
+#[cfg(any(feature = "rocksdb", feature = "rocksdb-api"))]
 pub mod rocksdb;
+pub mod rocksdb_options;
 pub mod shaledb;
 
 /// Every engine compiled into this build.
@@ -19,6 +29,8 @@ pub const ENGINES: &[EngineSpec] = &[
     self::rocksdb::SPEC,
     #[cfg(feature = "rocksdb")]
     self::rocksdb::TUNED_SPEC,
+    #[cfg(feature = "rocksdb-api")]
+    self::rocksdb::API_SPEC,
     #[cfg(feature = "lmdb")]
     self::lmdb::SPEC,
     #[cfg(feature = "fjall")]
@@ -32,7 +44,34 @@ pub fn find(name: &str) -> Result<&'static EngineSpec> {
         anyhow::anyhow!(
             "engine {name:?} is not compiled in (this build has: {}); peers need `cargo build --release --features {}`",
             known.join(", "),
-            name.split('-').next().unwrap_or(name)
+            feature_of(name)
         )
     })
+}
+
+/// The cargo feature that compiles the engine `name` in.
+fn feature_of(name: &str) -> &str {
+    match name {
+        "rocksdb-api" => "rocksdb-api",
+        _ => name.split('-').next().unwrap_or(name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_engine_names_the_feature_that_compiles_it() {
+        assert_eq!(feature_of("rocksdb-api"), "rocksdb-api");
+        assert_eq!(feature_of("rocksdb-tuned"), "rocksdb");
+        assert_eq!(feature_of("lmdb"), "lmdb");
+        if !ENGINES.iter().any(|spec| spec.name == "rocksdb-api") {
+            let error = find("rocksdb-api")
+                .err()
+                .expect("not compiled in")
+                .to_string();
+            assert!(error.contains("--features rocksdb-api"), "{error}");
+        }
+    }
 }

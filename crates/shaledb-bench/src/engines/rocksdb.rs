@@ -1,16 +1,23 @@
-//! RocksDB through the `rocksdb` crate, as two peers: `rocksdb`, configured as RocksDB ships
-//! (index and filter blocks held outside the block cache, their memory counted in the
-//! process's RSS), and `rocksdb-tuned`, configured as RocksDB's tuning guide recommends for
-//! point reads over a data set larger than memory. ShaleDB's ratios are read against the
-//! better of the two. Both compress as ShaleDB does (`--compression`: none, or lz4 on every
-//! level), with a bloom filter of 10 bits per key and direct I/O for reads, flushes and
-//! compactions.
+//! Engines through the `rocksdb` crate. With the `rocksdb` feature, RocksDB as two peers:
+//! `rocksdb`, configured as RocksDB ships (index and filter blocks held outside the block cache,
+//! their memory counted in the process's RSS), and `rocksdb-tuned`, configured as RocksDB's
+//! tuning guide recommends for point reads over a data set larger than memory. ShaleDB's ratios
+//! are read against the better of the two. Both compress as ShaleDB does (`--compression`: none,
+//! or lz4 on every level), with a bloom filter of 10 bits per key and direct I/O for reads,
+//! flushes and compactions. Their options, as plain data, are in `rocksdb_options.rs`.
 //!
 //! The library is either the one the `rocksdb` crate bundles (built from C++ source) or, when
 //! the build sets `ROCKSDB_LIB_DIR`, the system's (Debian's librocksdb, the same library as
 //! Debian's `db_bench`): see `build.rs` and `scripts/bench`. The version that ran is read from
 //! the OPTIONS file RocksDB writes and reported with the engine's statistics.
+//!
+//! With the `rocksdb-api` feature instead, the crate is linked to ShaleDB's RocksDB-compatible
+//! library (`crates/shaledb-rocksdb`; `build.rs` refuses any other) and the one engine is
+//! `rocksdb-api`: the `rocksdb` peer's program and options unchanged, on ShaleDB. Run beside
+//! `shaledb` in one process, their ratio is the compatibility layer's cost
+//! (`scripts/bench-rocksdb-api`).
 
+use super::rocksdb_options::{self, CommonOptions, Tuning};
 use crate::engine::{Engine, EngineConfig, EngineSpec};
 use anyhow::Result;
 use rocksdb::{
@@ -21,40 +28,29 @@ use std::path::Path;
 /// Which library this build links (set by `build.rs`).
 const LIBRARY: &str = env!("SHALE_ROCKSDB_LIBRARY");
 
+#[cfg(feature = "rocksdb")]
 pub const SPEC: EngineSpec = EngineSpec {
     name: "rocksdb",
-    direct_io: true,
-    describe: |config| describe(config, Tuning::AsShipped),
+    direct_io: rocksdb_options::DIRECT_IO,
+    describe: |config| rocksdb_options::describe(config, Tuning::AsShipped, LIBRARY),
     open: |config| Ok(Box::new(RocksEngine::open(config, Tuning::AsShipped)?)),
 };
 
+#[cfg(feature = "rocksdb")]
 pub const TUNED_SPEC: EngineSpec = EngineSpec {
     name: "rocksdb-tuned",
-    direct_io: true,
-    describe: |config| describe(config, Tuning::Tuned),
+    direct_io: rocksdb_options::DIRECT_IO,
+    describe: |config| rocksdb_options::describe(config, Tuning::Tuned, LIBRARY),
     open: |config| Ok(Box::new(RocksEngine::open(config, Tuning::Tuned)?)),
 };
 
-#[derive(Clone, Copy)]
-enum Tuning {
-    /// RocksDB's defaults but for what must be equal to ShaleDB's configuration: the block
-    /// cache is the shared budget, the same compression, direct I/O, a bloom filter.
-    AsShipped,
-    /// RocksDB's tuning guide ("Setup Options and Basic Tuning", "Partitioned Index/Filters",
-    /// "Block Cache"): partitioned index and filters in the block cache, the top level and L0's
-    /// pinned there at high priority, larger memtables, dynamic level sizes, filters skipped on
-    /// the last level (every YCSB read hits an existing key), smoothed writeback, pipelined
-    /// writes.
-    Tuned,
-}
-
-/// Memtable size of the tuned peer (RocksDB's default is 64 MiB, two of them).
-const TUNED_WRITE_BUFFER_BYTES: usize = 128 << 20;
-const TUNED_WRITE_BUFFERS: i32 = 3;
-
-fn background_jobs(config: &EngineConfig) -> i32 {
-    config.threads.clamp(2, 4) as i32
-}
+#[cfg(feature = "rocksdb-api")]
+pub const API_SPEC: EngineSpec = EngineSpec {
+    name: "rocksdb-api",
+    direct_io: rocksdb_options::DIRECT_IO,
+    describe: |config| rocksdb_options::describe_api(config, LIBRARY),
+    open: |config| Ok(Box::new(RocksEngine::open_shaledb(config)?)),
+};
 
 /// RocksDB's compression for the harness's: the same on every level (`compression` with no
 /// per-level or bottommost override).
@@ -65,55 +61,30 @@ fn compression_type(compression: shaledb::Compression) -> DBCompressionType {
     }
 }
 
-fn describe(config: &EngineConfig, tuning: Tuning) -> String {
-    let compression = match config.compression {
-        shaledb::Compression::None => "no compression".to_string(),
-        compression => format!("compression {compression} on every level"),
-    };
-    let common = format!(
-        "RocksDB ({LIBRARY}): {compression}, bloom filter 10 bits/key, LRU block cache {} MiB, \
-         use_direct_reads, use_direct_io_for_flush_and_compaction (compaction readahead 2 MiB, \
-         RocksDB's default under direct I/O), max_background_jobs {}, WAL on with sync=false",
-        config.cache_bytes >> 20,
-        background_jobs(config)
-    );
-    match tuning {
-        Tuning::AsShipped => format!(
-            "{common}; otherwise as RocksDB ships: index and filter blocks outside the block \
-             cache (their memory counted in RSS), write_buffer_size 64 MiB x 2, leveled \
-             compaction with static level sizes"
-        ),
-        Tuning::Tuned => format!(
-            "{common}; tuned as RocksDB's tuning guide recommends: partitioned index and filters \
-             (kTwoLevelIndexSearch, partition_filters, metadata_block_size 4096) in the block \
-             cache with cache_index_and_filter_blocks, pin_top_level_index_and_filter and \
-             pin_l0_filter_and_index_blocks_in_cache (high priority, RocksDB's default), \
-             write_buffer_size {} MiB x {}, level_compaction_dynamic_level_bytes, \
-             optimize_filters_for_hits, bytes_per_sync 1 MiB, enable_pipelined_write",
-            TUNED_WRITE_BUFFER_BYTES >> 20,
-            TUNED_WRITE_BUFFERS
-        ),
-    }
-}
-
 struct RocksEngine {
     db: DB,
     write_options: WriteOptions,
-    /// The RocksDB version that wrote the OPTIONS file at open.
+    /// The RocksDB version that wrote the OPTIONS file at open (ShaleDB's library writes none).
     version: Option<String>,
+    /// Through ShaleDB's library: the first line of the LOG it wrote at open, naming ShaleDB's
+    /// version and the c.h it implements.
+    shaledb_log: Option<String>,
 }
 
 impl RocksEngine {
     fn open(config: &EngineConfig, tuning: Tuning) -> Result<Self> {
+        let common = CommonOptions::new(config);
         let mut table = BlockBasedOptions::default();
-        table.set_block_cache(&Cache::new_lru_cache(config.cache_bytes as usize));
-        table.set_bloom_filter(10.0, false);
+        table.set_block_cache(&Cache::new_lru_cache(common.block_cache_bytes));
+        table.set_bloom_filter(common.bloom_bits_per_key, false);
         let mut options = Options::default();
-        options.create_if_missing(true);
-        options.set_compression_type(compression_type(config.compression));
-        options.set_use_direct_reads(true);
-        options.set_use_direct_io_for_flush_and_compaction(true);
-        options.set_max_background_jobs(background_jobs(config));
+        options.create_if_missing(common.create_if_missing);
+        options.set_compression_type(compression_type(common.compression));
+        options.set_use_direct_reads(common.use_direct_reads);
+        options.set_use_direct_io_for_flush_and_compaction(
+            common.use_direct_io_for_flush_and_compaction,
+        );
+        options.set_max_background_jobs(common.max_background_jobs);
         match tuning {
             Tuning::AsShipped => table.set_cache_index_and_filter_blocks(false),
             Tuning::Tuned => {
@@ -123,8 +94,8 @@ impl RocksEngine {
                 table.set_cache_index_and_filter_blocks(true);
                 table.set_pin_top_level_index_and_filter(true);
                 table.set_pin_l0_filter_and_index_blocks_in_cache(true);
-                options.set_write_buffer_size(TUNED_WRITE_BUFFER_BYTES);
-                options.set_max_write_buffer_number(TUNED_WRITE_BUFFERS);
+                options.set_write_buffer_size(rocksdb_options::TUNED_WRITE_BUFFER_BYTES);
+                options.set_max_write_buffer_number(rocksdb_options::TUNED_WRITE_BUFFERS);
                 options.set_level_compaction_dynamic_level_bytes(true);
                 options.set_optimize_filters_for_hits(true);
                 options.set_bytes_per_sync(1 << 20);
@@ -134,12 +105,50 @@ impl RocksEngine {
             }
         }
         options.set_block_based_table_factory(&table);
+        let mut write_options = WriteOptions::default();
+        write_options.disable_wal(common.disable_wal);
+        write_options.set_sync(common.sync);
         let db = DB::open(&options, &config.dir)?;
         Ok(RocksEngine {
             db,
-            write_options: WriteOptions::default(),
+            write_options,
             version: options_file_version(&config.dir),
+            shaledb_log: None,
         })
+    }
+
+    /// The `rocksdb-api` engine: the `rocksdb` peer's open, on ShaleDB's library, checked to be
+    /// ShaleDB with the harness's budget.
+    #[cfg_attr(
+        not(feature = "rocksdb-api"),
+        expect(dead_code, reason = "rocksdb-api only")
+    )]
+    fn open_shaledb(config: &EngineConfig) -> Result<Self> {
+        // As the native engine, start with the cache this reopen leaves: the library saved the
+        // keys its cache held at the last close and would warm the cache from them.
+        match std::fs::remove_file(config.dir.join(rocksdb_options::WARM_KEYS_FILE)) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error.into()),
+            _ => {}
+        }
+        let mut engine = Self::open(config, Tuning::AsShipped)?;
+        let log = std::fs::read_to_string(config.dir.join("LOG")).unwrap_or_default();
+        let first_line = log.lines().next().unwrap_or_default();
+        anyhow::ensure!(
+            first_line.starts_with("ShaleDB "),
+            "rocksdb-api: the librocksdb this process loaded is not ShaleDB's (its LOG in {} \
+             begins {first_line:?}); the build linked {LIBRARY}",
+            config.dir.display()
+        );
+        let capacity = engine
+            .db
+            .property_int_value("rocksdb.block-cache-capacity")?;
+        anyhow::ensure!(
+            capacity == Some(config.cache_bytes),
+            "rocksdb-api: ShaleDB's value cache is {capacity:?} bytes, not the budget {}",
+            config.cache_bytes
+        );
+        engine.shaledb_log = Some(first_line.to_owned());
+        Ok(engine)
     }
 }
 
@@ -199,6 +208,9 @@ impl Engine for RocksEngine {
         let property = |name: &str| self.db.property_int_value(name).ok().flatten();
         serde_json::json!({
             "rocksdb_version": self.version,
+            "shaledb_log": self.shaledb_log,
+            "block_cache_capacity": property("rocksdb.block-cache-capacity"),
+            "estimate_num_keys": property("rocksdb.estimate-num-keys"),
             "library": LIBRARY,
             "total_sst_files_size": property("rocksdb.total-sst-files-size"),
             "estimate_live_data_size": property("rocksdb.estimate-live-data-size"),

@@ -29,20 +29,26 @@ struct ShaleEngine {
     kvs: shaledb::Kvs,
 }
 
+/// The KVDB's and the KVS's options for `config`.
+pub(crate) fn options(config: &EngineConfig) -> (shaledb::Options, shaledb::KvsOptions) {
+    let options = shaledb::Options {
+        cache_bytes: config.cache_bytes,
+        // Every engine starts each workload with the cache its own reopen leaves: no
+        // warm-keys file, as the peers have none (like for like; the server uses one).
+        warm_keys_max_bytes: Some(0),
+        ..shaledb::Options::default()
+    };
+    let kvs_options = shaledb::KvsOptions {
+        compression: config.compression,
+        ..shaledb::KvsOptions::default()
+    };
+    (options, kvs_options)
+}
+
 impl ShaleEngine {
     fn open(config: &EngineConfig) -> Result<Self> {
-        let options = shaledb::Options {
-            cache_bytes: config.cache_bytes,
-            // Every engine starts each workload with the cache its own reopen leaves: no
-            // warm-keys file, as the peers have none (like for like; the server uses one).
-            warm_keys_max_bytes: Some(0),
-            ..shaledb::Options::default()
-        };
+        let (options, kvs_options) = options(config);
         let db = shaledb::Db::open(&config.dir, options)?;
-        let kvs_options = shaledb::KvsOptions {
-            compression: config.compression,
-            ..shaledb::KvsOptions::default()
-        };
         let kvs = db.kvs_with_options("usertable", kvs_options)?;
         // An existing KVS keeps its options: data loaded with another compression would be
         // measured and reported as this one.
