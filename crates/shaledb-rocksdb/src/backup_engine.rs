@@ -13,7 +13,7 @@ use crate::db::{open_to_inspect, rocksdb_t};
 use crate::options::rocksdb_options_t;
 use crate::resources::rocksdb_env_t;
 use crate::settings::{option_object, recorded_knobs, Settings};
-use crate::status::{call, quiet, Code, Result, Status};
+use crate::status::{call, logged, quiet, Code, Result, Status};
 use libc::c_char;
 use std::path::{Path, PathBuf};
 
@@ -373,24 +373,16 @@ pub extern "C" fn rocksdb_backup_engine_restore_db_from_backup(
 pub extern "C" fn rocksdb_backup_engine_get_backup_info(
     be: *mut rocksdb_backup_engine_t,
 ) -> *const rocksdb_backup_engine_info_t {
-    quiet(std::ptr::null(), || {
-        let listed = handle(be, "backup engine").and_then(|be| be.backups());
-        match listed {
-            Ok(backups) => into_handle(rocksdb_backup_engine_info_t {
-                backups: backups
-                    .into_iter()
-                    .map(|backup| {
-                        let (bytes, files) = footprint(&backup.dir);
-                        (backup, bytes, files)
-                    })
-                    .collect(),
+    logged("get_backup_info", std::ptr::null(), || {
+        let backups = handle(be, "backup engine")?.backups()?;
+        let backups = backups
+            .into_iter()
+            .map(|backup| {
+                let (bytes, files) = footprint(&backup.dir);
+                (backup, bytes, files)
             })
-            .cast_const(),
-            Err(status) => {
-                eprintln!("shaledb-rocksdb: get_backup_info: {status}");
-                std::ptr::null()
-            }
-        }
+            .collect();
+        Ok(into_handle(rocksdb_backup_engine_info_t { backups }).cast_const())
     })
 }
 

@@ -6,6 +6,7 @@
 
 use crate::args::{bytes, drop_handle, handle, handle_mut, into_handle, set_out};
 use crate::db::{rocksdb_column_family_handle_t, rocksdb_t, sync_if_asked, Database};
+use crate::plugins::Feature;
 use crate::read_write_options::rocksdb_writeoptions_t;
 use crate::status::{call, quiet, Result, Status};
 use libc::{c_char, c_void};
@@ -204,12 +205,7 @@ pub(crate) fn apply(database: &Database, batch: &rocksdb_writebatch_t) -> Result
         if op.kind == OpKind::LogData {
             continue;
         }
-        let cf = column_families.get(&op.cf).ok_or_else(|| {
-            Status::invalid(format!(
-                "Invalid column family specified in write batch: {}",
-                op.cf
-            ))
-        })?;
+        let cf = crate::db::numbered(&column_families, op.cf)?;
         match op.kind {
             OpKind::Put => engine_batch.put(&cf.kvs, &op.key, &op.value),
             OpKind::Delete | OpKind::SingleDelete => engine_batch.delete(&cf.kvs, &op.key),
@@ -222,7 +218,7 @@ pub(crate) fn apply(database: &Database, batch: &rocksdb_writebatch_t) -> Result
                     ))
                 }
             },
-            OpKind::Merge => return Err(Status::not_supported("merge operators")),
+            OpKind::Merge => return Err(Feature::MergeOperator.refused()),
             OpKind::LogData => {}
         }
     }

@@ -97,6 +97,19 @@ impl Database {
     }
 }
 
+/// The column family a write batch's operation numbers `number` in `column_families` (a
+/// database's open ones, or those a write set remembers).
+pub(crate) fn numbered(
+    column_families: &BTreeMap<u32, ColumnFamily>,
+    number: u32,
+) -> Result<&ColumnFamily> {
+    column_families.get(&number).ok_or_else(|| {
+        Status::invalid(format!(
+            "Invalid column family specified in write batch: {number}"
+        ))
+    })
+}
+
 /// `rocksdb_t`.
 pub struct rocksdb_t {
     pub(crate) database: Arc<Database>,
@@ -420,7 +433,7 @@ pub extern "C" fn rocksdb_close(db: *mut rocksdb_t) {
 }
 
 /// Runs `body` with the column family `cf` (or the default one when `cf` is NULL).
-fn with_cf<T>(
+pub(crate) fn with_cf<T>(
     db: *mut rocksdb_t,
     cf: *mut rocksdb_column_family_handle_t,
     body: impl FnOnce(&rocksdb_t, &ColumnFamily) -> Result<T>,

@@ -30,8 +30,6 @@ pub struct rocksdb_iterator_t {
     /// A tailing iterator (and no snapshot given): each seek reads the data as of then, and
     /// reaching the end reads on in the data as of then (forward).
     tailing: bool,
-    /// Set while a tailing iterator restarts its cursor past its last key.
-    refreshing: bool,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     /// With prefix_same_as_start: the extractor, and the prefix of the key last sought.
@@ -60,7 +58,6 @@ impl rocksdb_iterator_t {
             database: db.database.clone(),
             cf,
             tailing: own_snapshot && options.tailing(),
-            refreshing: false,
             snapshot,
             own_snapshot,
             lower: options.lower_bound.clone(),
@@ -151,23 +148,18 @@ impl rocksdb_iterator_t {
             }
             None => None,
         };
-        // A tailing iterator that ran out reads on past its last key in the data as of now,
-        // once per step (a fresh cursor that finds nothing is the end, for now).
-        if let (None, None, true, true, Some((last, _))) = (
-            &self.current,
-            &self.status,
-            self.tailing && !self.refreshing,
-            forward,
-            previous,
-        ) {
-            self.refreshing = true;
-            self.start(
-                Bound::Excluded(last.to_vec()),
-                Bound::Unbounded,
-                Direction::Forward,
-            );
-            self.refreshing = false;
-            return;
+        // A tailing iterator that ran out reads on past its last key in the data as of now.
+        // `start` clears the position first, so a fresh cursor that finds nothing is the end
+        // (for now), not another restart.
+        if self.tailing && forward && self.current.is_none() && self.status.is_none() {
+            if let Some((last, _)) = previous {
+                self.start(
+                    Bound::Excluded(last.to_vec()),
+                    Bound::Unbounded,
+                    Direction::Forward,
+                );
+                return;
+            }
         }
         if let (Some(extractor), Some(prefix), Some((key, _))) =
             (&self.prefix_extractor, &self.prefix, &self.current)

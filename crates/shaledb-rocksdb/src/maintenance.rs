@@ -9,7 +9,7 @@ use crate::db::{rocksdb_column_family_handle_t, rocksdb_t};
 use crate::options::rocksdb_options_t;
 use crate::read_write_options::rocksdb_flushoptions_t;
 use crate::settings::{option_object, recorded_knobs, Settings};
-use crate::status::{call, quiet, Code, Result, Status};
+use crate::status::{call, logged, quiet, Code, Result, Status};
 use libc::c_char;
 use std::sync::atomic::Ordering;
 
@@ -133,25 +133,14 @@ fn compact_reporting(
     cf: *mut rocksdb_column_family_handle_t,
     options: *mut rocksdb_compactoptions_t,
 ) {
-    let mut errptr = std::ptr::null_mut();
-    call(&mut errptr, (), || {
+    logged("compact_range", (), || {
         let options = if options.is_null() {
             None
         } else {
             Some(handle(options, "compact options")?)
         };
         compact(db, cf, options)
-    });
-    if !errptr.is_null() {
-        // SAFETY: `call` malloc()ed this NUL-terminated message; it is freed once, here.
-        let message = unsafe { std::ffi::CStr::from_ptr(errptr) };
-        eprintln!(
-            "shaledb-rocksdb: compact_range: {}",
-            message.to_string_lossy()
-        );
-        // SAFETY: as above.
-        unsafe { libc::free(errptr.cast()) };
-    }
+    })
 }
 
 #[no_mangle]

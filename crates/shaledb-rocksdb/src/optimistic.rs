@@ -10,7 +10,7 @@ use crate::checkpoint::rocksdb_checkpoint_t;
 use crate::db::{rocksdb_column_family_handle_t, rocksdb_t};
 use crate::options::rocksdb_options_t;
 use crate::read_write_options::rocksdb_writeoptions_t;
-use crate::status::{call, quiet};
+use crate::status::{call, logged, quiet};
 use crate::transaction::{begun, rocksdb_transaction_t, Txn};
 use crate::transaction_options::rocksdb_optimistictransaction_options_t;
 use libc::c_char;
@@ -87,23 +87,18 @@ pub extern "C" fn rocksdb_optimistictransaction_begin(
     otxn_options: *const rocksdb_optimistictransaction_options_t,
     old_txn: *mut rocksdb_transaction_t,
 ) -> *mut rocksdb_transaction_t {
-    quiet(std::ptr::null_mut(), || {
-        let made = (|| {
-            Txn::optimistic(
+    logged(
+        "rocksdb_optimistictransaction_begin",
+        std::ptr::null_mut(),
+        || {
+            let txn = Txn::optimistic(
                 &handle(otxn_db, "optimistic transaction db")?.base,
                 handle(write_options, "write options")?,
                 handle(otxn_options, "optimistic transaction options")?.set_snapshot(),
-            )
-        })();
-        match made {
-            Ok(txn) => begun(txn, old_txn),
-            Err(status) => {
-                // c.h has no error to report here.
-                eprintln!("shaledb-rocksdb: rocksdb_optimistictransaction_begin failed: {status}");
-                std::ptr::null_mut()
-            }
-        }
-    })
+            )?;
+            Ok(begun(txn, old_txn))
+        },
+    )
 }
 
 /// Writes `batch` atomically, outside any transaction (transactions it conflicts with fail at

@@ -6,7 +6,7 @@
 
 use crate::args::{drop_handle, handle, handle_mut, into_handle};
 use crate::options::rocksdb_options_t;
-use crate::status::quiet;
+use crate::status::{quiet, Status};
 use libc::{c_char, c_uchar, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -22,6 +22,11 @@ pub(crate) enum Feature {
 }
 
 impl Feature {
+    /// The status of a call that needs this feature.
+    pub(crate) fn refused(self) -> Status {
+        Status::not_supported(self.what())
+    }
+
     fn what(self) -> &'static str {
         match self {
             Feature::Comparator => "custom comparators (ShaleDB orders keys bytewise)",

@@ -4,8 +4,8 @@
 //! answers without files.
 
 use crate::args::{array, bytes, drop_handle, handle, into_handle, malloc_string, set_out, text};
-use crate::db::{rocksdb_column_family_handle_t, rocksdb_t, ColumnFamily};
-use crate::status::{call, quiet, Result, Status};
+use crate::db::{rocksdb_column_family_handle_t, rocksdb_t, with_cf, ColumnFamily};
+use crate::status::{call, logged, quiet, Result, Status};
 use engine::{RangeSize, Stats};
 use libc::c_char;
 use std::fmt::Write;
@@ -24,9 +24,9 @@ fn segments(stats: &Stats) -> u64 {
 }
 
 /// The integer value of property `name` for column family `cf`, or `None` for a property
-/// ShaleDB has no meaning for (RocksDB's answer for an unknown one).
-fn integer_property(db: &rocksdb_t, cf: &ColumnFamily, name: &str) -> Result<Option<u64>> {
-    let stats = db.engine().stats();
+/// ShaleDB has no meaning for (RocksDB's answer for an unknown one); `stats` are the
+/// database's counters, collected once per call.
+fn integer_property(cf: &ColumnFamily, stats: &Stats, name: &str) -> Result<Option<u64>> {
     let value = match name {
         "rocksdb.estimate-num-keys" => cf.kvs.len()? as u64,
         "rocksdb.estimate-live-data-size" => cf.kvs.range_size::<&[u8], _>(..)?.bytes,
@@ -48,7 +48,7 @@ fn integer_property(db: &rocksdb_t, cf: &ColumnFamily, name: &str) -> Result<Opt
         | "rocksdb.mem-table-flush-pending" => 0,
         "rocksdb.num-live-versions" => 1,
         _ => match name.strip_prefix(FILES_AT_LEVEL).map(str::parse::<u32>) {
-            Some(Ok(0)) => segments(&stats),
+            Some(Ok(0)) => segments(stats),
             Some(Ok(_)) => 0,
             _ => return Ok(None),
         },
@@ -58,10 +58,10 @@ fn integer_property(db: &rocksdb_t, cf: &ColumnFamily, name: &str) -> Result<Opt
 
 /// The text of property `name`: the integer ones as numbers, and the statistics texts.
 fn text_property(db: &rocksdb_t, cf: &ColumnFamily, name: &str) -> Result<Option<String>> {
-    if let Some(value) = integer_property(db, cf, name)? {
+    let stats = db.engine().stats();
+    if let Some(value) = integer_property(cf, &stats, name)? {
         return Ok(Some(value.to_string()));
     }
-    let stats = db.engine().stats();
     Ok(match name {
         "rocksdb.stats" | "rocksdb.dbstats" | "rocksdb.cfstats" => Some(format!(
             "\n** Compaction Stats [{}] **\nShaleDB's cleaner (its compaction): {} segments \
@@ -91,36 +91,18 @@ fn text_property(db: &rocksdb_t, cf: &ColumnFamily, name: &str) -> Result<Option
     })
 }
 
-fn with_column_family<T>(
-    db: *mut rocksdb_t,
-    cf: *mut rocksdb_column_family_handle_t,
-    body: impl FnOnce(&rocksdb_t, &ColumnFamily) -> Result<T>,
-) -> Result<T> {
-    let db = handle(db, "db")?;
-    body(db, db.column_family(cf)?)
-}
-
 /// A malloc()ed property text, or NULL when the property is unknown or cannot be read.
 fn property_value(
     db: *mut rocksdb_t,
     cf: *mut rocksdb_column_family_handle_t,
     name: *const c_char,
 ) -> *mut c_char {
-    let mut errptr = std::ptr::null_mut();
-    let value = call(&mut errptr, None, || {
-        with_column_family(db, cf, |db, cf| {
+    // c.h has no error to return here: NULL says the property could not be read.
+    let value = logged("property_value", None, || {
+        with_cf(db, cf, |db, cf| {
             text_property(db, cf, text(name, "property name")?)
         })
     });
-    if !errptr.is_null() {
-        // c.h has no error to return here: NULL says the property could not be read.
-        // SAFETY: `errptr` was malloc()ed by `call`, and is freed once.
-        eprintln!("shaledb-rocksdb: property_value: {:?}", unsafe {
-            std::ffi::CStr::from_ptr(errptr)
-        });
-        // SAFETY: as above.
-        unsafe { libc::free(errptr.cast()) };
-    }
     value.map_or(std::ptr::null_mut(), |value| malloc_string(&value))
 }
 
@@ -132,8 +114,8 @@ fn property_int(
     out: *mut u64,
 ) -> libc::c_int {
     quiet(-1, || {
-        let value = with_column_family(db, cf, |db, cf| {
-            integer_property(db, cf, text(name, "property name")?)
+        let value = with_cf(db, cf, |db, cf| {
+            integer_property(cf, &db.engine().stats(), text(name, "property name")?)
         });
         match value {
             Ok(Some(value)) => {
@@ -200,7 +182,7 @@ fn approximate_sizes(
     if count > 0 && sizes.is_null() {
         return Err(Status::invalid("sizes array is NULL"));
     }
-    with_column_family(db, cf, |_, cf| {
+    with_cf(db, cf, |_, cf| {
         for index in 0..count {
             let lower = bytes(start[index], start_len[index])?;
             let upper = bytes(limit[index], limit_len[index])?;
@@ -404,7 +386,7 @@ fn column_family_metadata(
     cf: *mut rocksdb_column_family_handle_t,
 ) -> *mut rocksdb_column_family_metadata_t {
     quiet(std::ptr::null_mut(), || {
-        with_column_family(db, cf, |_, cf| {
+        with_cf(db, cf, |_, cf| {
             Ok(rocksdb_column_family_metadata_t {
                 name: cf.name.clone(),
                 size: cf.kvs.range_size::<&[u8], _>(..)?.bytes,

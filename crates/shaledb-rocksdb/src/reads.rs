@@ -3,7 +3,7 @@
 //! RocksDB's MultiGet) and `rocksdb_key_may_exist`.
 
 use crate::args::{array, bytes, drop_handle, handle, into_handle, malloc_bytes, set_out};
-use crate::db::{read, rocksdb_column_family_handle_t, rocksdb_t, ColumnFamily};
+use crate::db::{read, rocksdb_column_family_handle_t, rocksdb_t, with_cf, ColumnFamily};
 use crate::iterator::{create, rocksdb_iterator_t};
 use crate::read_write_options::rocksdb_readoptions_t;
 use crate::status::{call, caught, quiet, report, Result, Status};
@@ -30,12 +30,9 @@ fn get_pinned(
     keylen: usize,
 ) -> Result<*mut rocksdb_pinnableslice_t> {
     let options = handle(options, "read options")?;
-    let db = handle(db, "db")?;
-    Ok(pinned(read(
-        options,
-        db.column_family(cf)?,
-        bytes(key, keylen)?,
-    )?))
+    with_cf(db, cf, |_, cf| {
+        Ok(pinned(read(options, cf, bytes(key, keylen)?)?))
+    })
 }
 
 /// The value of `key`, or NULL when it has none.

@@ -137,6 +137,16 @@ pub(crate) fn call<T>(errptr: *mut *mut c_char, failed: T, body: impl FnOnce() -
     })
 }
 
+/// Runs the body of a call c.h gives no error channel, whose failure shows only as `failed`
+/// (NULL, say): an error or a panic is written to stderr, naming the call, and `failed`
+/// returned.
+pub(crate) fn logged<T>(what: &str, failed: T, body: impl FnOnce() -> Result<T>) -> T {
+    caught(body).unwrap_or_else(|status| {
+        eprintln!("shaledb-rocksdb: {what}: {status}");
+        failed
+    })
+}
+
 /// Runs the body of a call that has no way to report an error (a setter, a destructor, an
 /// accessor): a panic is caught, written to stderr and `failed` returned, never unwound into C.
 pub(crate) fn quiet<T>(failed: T, body: impl FnOnce() -> T) -> T {

@@ -21,11 +21,12 @@ use crate::batch::{rocksdb_writebatch_t, OpKind};
 use crate::db::{read, rocksdb_column_family_handle_t, rocksdb_t, ColumnFamily};
 use crate::iterator::rocksdb_iterator_t;
 use crate::lock_table::{Granted, Request, TxnId};
+use crate::plugins::Feature;
 use crate::prepared::{self, NAME_BYTES_MAX};
 use crate::read_write_options::{rocksdb_readoptions_t, rocksdb_writeoptions_t};
 use crate::reads::{deliver, pinned, rocksdb_pinnableslice_t};
 use crate::snapshot::rocksdb_snapshot_t;
-use crate::status::{call, caught, quiet, Code, Result, Status};
+use crate::status::{call, caught, logged, quiet, Code, Result, Status};
 use crate::transaction_db::TxnDbShared;
 use crate::transaction_options::{
     lock_wait, rocksdb_transaction_options_t, LOCKS_PER_COLUMN_FAMILY_DEFAULT,
@@ -753,22 +754,11 @@ impl Txn {
             return Err(error.clone());
         }
         for op in &batch.ops {
-            let cf = self
-                .db
-                .database
-                .column_families()
-                .get(&op.cf)
-                .cloned()
-                .ok_or_else(|| {
-                    Status::invalid(format!(
-                        "Invalid column family specified in write batch: {}",
-                        op.cf
-                    ))
-                })?;
+            let cf = crate::db::numbered(&self.db.database.column_families(), op.cf)?.clone();
             match op.kind {
                 OpKind::Put => self.write(&cf, &op.key, Some(&op.value))?,
                 OpKind::Delete | OpKind::SingleDelete => self.write(&cf, &op.key, None)?,
-                OpKind::Merge => return Err(Status::not_supported("merge operators")),
+                OpKind::Merge => return Err(Feature::MergeOperator.refused()),
                 OpKind::DeleteRange => {
                     return Err(Status::invalid(
                         "DeleteRangeCF not implemented: a transaction cannot hold a range deletion",
@@ -1279,9 +1269,7 @@ pub extern "C" fn rocksdb_transaction_multi_get_cf(
     if column_families.is_null() && num_keys > 0 {
         let status = Status::invalid("column family handles array is NULL");
         let outcomes = vec![Err(status); num_keys];
-        return quiet((), || {
-            deliver(outcomes, values_list, values_list_sizes, errs)
-        });
+        return deliver(outcomes, values_list, values_list_sizes, errs);
     }
     multi_get(
         txn,
@@ -1312,9 +1300,7 @@ pub extern "C" fn rocksdb_transaction_multi_get_for_update_cf(
     if column_families.is_null() && num_keys > 0 {
         let status = Status::invalid("column family handles array is NULL");
         let outcomes = vec![Err(status); num_keys];
-        return quiet((), || {
-            deliver(outcomes, values_list, values_list_sizes, errs)
-        });
+        return deliver(outcomes, values_list, values_list_sizes, errs);
     }
     multi_get(
         txn,
@@ -1409,7 +1395,7 @@ pub extern "C" fn rocksdb_transaction_merge(
 ) {
     call(errptr, (), || {
         handle(txn, "transaction")?;
-        Err(Status::not_supported("merge operators"))
+        Err(Feature::MergeOperator.refused())
     })
 }
 
@@ -1425,7 +1411,7 @@ pub extern "C" fn rocksdb_transaction_merge_cf(
 ) {
     call(errptr, (), || {
         handle(txn, "transaction")?;
-        Err(Status::not_supported("merge operators"))
+        Err(Feature::MergeOperator.refused())
     })
 }
 
@@ -1434,23 +1420,18 @@ fn create_iterator(
     options: *const rocksdb_readoptions_t,
     cf: *const rocksdb_column_family_handle_t,
 ) -> *mut rocksdb_iterator_t {
-    quiet(std::ptr::null_mut(), || {
-        let made = (|| {
+    logged(
+        "creating a transaction's iterator",
+        std::ptr::null_mut(),
+        || {
             let options = handle(options, "read options")?;
-            with_txn(txn, |txn| {
+            let iterator = with_txn(txn, |txn| {
                 let cf = txn.column_family(cf)?;
                 txn.iterator(options, cf)
-            })
-        })();
-        match made {
-            Ok(iterator) => into_handle(iterator),
-            Err(status) => {
-                // c.h has no error to report here.
-                eprintln!("shaledb-rocksdb: creating a transaction's iterator failed: {status}");
-                std::ptr::null_mut()
-            }
-        }
-    })
+            })?;
+            Ok(into_handle(iterator))
+        },
+    )
 }
 
 /// An iterator over the transaction's writes merged over the database (at the read options'

@@ -15,13 +15,14 @@ use crate::db::{rocksdb_column_family_handle_t, rocksdb_t, sync_if_asked, Column
 use crate::iterator::rocksdb_iterator_t;
 use crate::lock_table::{LockTable, Request};
 use crate::options::rocksdb_options_t;
+use crate::plugins::Feature;
 use crate::prepared::{self, PREPARED_KVS};
 use crate::read_write_options::{
     rocksdb_flushoptions_t, rocksdb_readoptions_t, rocksdb_writeoptions_t,
 };
 use crate::reads::rocksdb_pinnableslice_t;
 use crate::snapshot::rocksdb_snapshot_t;
-use crate::status::{call, quiet, Result, Status};
+use crate::status::{call, logged, quiet, Result, Status};
 use crate::transaction::{begun, rocksdb_transaction_t, Txn};
 use crate::transaction_options::{
     lock_wait, rocksdb_transaction_options_t, rocksdb_transactiondb_options_t,
@@ -203,22 +204,13 @@ pub extern "C" fn rocksdb_transaction_begin(
     txn_options: *const rocksdb_transaction_options_t,
     old_txn: *mut rocksdb_transaction_t,
 ) -> *mut rocksdb_transaction_t {
-    quiet(std::ptr::null_mut(), || {
-        let made = (|| {
-            Txn::pessimistic(
-                &handle(txn_db, "transaction db")?.shared,
-                handle(write_options, "write options")?,
-                handle(txn_options, "transaction options")?,
-            )
-        })();
-        match made {
-            Ok(txn) => begun(txn, old_txn),
-            Err(status) => {
-                // c.h has no error to report here.
-                eprintln!("shaledb-rocksdb: rocksdb_transaction_begin failed: {status}");
-                std::ptr::null_mut()
-            }
-        }
+    logged("rocksdb_transaction_begin", std::ptr::null_mut(), || {
+        let txn = Txn::pessimistic(
+            &handle(txn_db, "transaction db")?.shared,
+            handle(write_options, "write options")?,
+            handle(txn_options, "transaction options")?,
+        )?;
+        Ok(begun(txn, old_txn))
     })
 }
 
@@ -412,7 +404,7 @@ pub extern "C" fn rocksdb_transactiondb_write(
             for op in &batch.ops {
                 match op.kind {
                     OpKind::Put | OpKind::Delete | OpKind::SingleDelete => {}
-                    OpKind::Merge => return Err(Status::not_supported("merge operators")),
+                    OpKind::Merge => return Err(Feature::MergeOperator.refused()),
                     OpKind::DeleteRange => {
                         return Err(Status::invalid(
                             "DeleteRangeCF not implemented: a TransactionDB cannot lock a range",
@@ -420,12 +412,7 @@ pub extern "C" fn rocksdb_transactiondb_write(
                     }
                     OpKind::LogData => continue,
                 }
-                let cf = column_families.get(&op.cf).ok_or_else(|| {
-                    Status::invalid(format!(
-                        "Invalid column family specified in write batch: {}",
-                        op.cf
-                    ))
-                })?;
+                let cf = crate::db::numbered(&column_families, op.cf)?;
                 keys.push((cf.clone(), op.key.clone()));
             }
         }
@@ -449,7 +436,7 @@ pub extern "C" fn rocksdb_transactiondb_merge(
 ) {
     call(errptr, (), || {
         handle(txn_db, "transaction db")?;
-        Err(Status::not_supported("merge operators"))
+        Err(Feature::MergeOperator.refused())
     })
 }
 
@@ -466,7 +453,7 @@ pub extern "C" fn rocksdb_transactiondb_merge_cf(
 ) {
     call(errptr, (), || {
         handle(txn_db, "transaction db")?;
-        Err(Status::not_supported("merge operators"))
+        Err(Feature::MergeOperator.refused())
     })
 }
 

@@ -11,6 +11,7 @@ use crate::batch_slices::slice_part_writes;
 use crate::db::{read, rocksdb_column_family_handle_t, rocksdb_t, sync_if_asked};
 use crate::iterator::rocksdb_iterator_t;
 use crate::options::rocksdb_options_t;
+use crate::plugins::Feature;
 use crate::read_write_options::{rocksdb_readoptions_t, rocksdb_writeoptions_t};
 use crate::reads::{pinned, rocksdb_pinnableslice_t};
 use crate::status::{call, quiet, Result, Status};
@@ -67,7 +68,7 @@ impl rocksdb_writebatch_wi_t {
         let added = match kind {
             OpKind::Put => self.writes.write(cf, key, Some(value)),
             OpKind::Delete | OpKind::SingleDelete => self.writes.write(cf, key, None),
-            OpKind::Merge => Err(Status::not_supported("merge operators")),
+            OpKind::Merge => Err(Feature::MergeOperator.refused()),
             OpKind::DeleteRange => Err(Status::not_supported(
                 "DeleteRange in a write batch with index (as in RocksDB)",
             )),

@@ -116,11 +116,7 @@ impl WriteSet {
 
     /// The column family operations numbered `number` write.
     pub fn column_family(&self, number: u32) -> Result<&ColumnFamily> {
-        self.column_families.get(&number).ok_or_else(|| {
-            Status::invalid(format!(
-                "Invalid column family specified in write batch: {number}"
-            ))
-        })
+        crate::db::numbered(&self.column_families, number)
     }
 
     /// Adds a put (`Some(value)`) or delete of `key` in column family `cf`.
