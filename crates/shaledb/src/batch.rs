@@ -4,6 +4,7 @@ use crate::commit::BatchOp;
 use crate::error::Error;
 use crate::kvs::Kvs;
 use crate::record::RecordKind;
+use bytes::Bytes;
 
 /// Writes applied all together or not at all, also across a crash.
 #[derive(Default)]
@@ -19,7 +20,7 @@ impl WriteBatch {
         Self::default()
     }
 
-    fn push(&mut self, kvs: &Kvs, kind: RecordKind, key: &[u8], value: &[u8]) {
+    fn push(&mut self, kvs: &Kvs, kind: RecordKind, key: Vec<u8>, value: Bytes) {
         if self.error.is_some() {
             return;
         }
@@ -34,15 +35,28 @@ impl WriteBatch {
 
     /// Adds a put. An invalid key or value makes [`crate::Db::write`] fail, writing nothing.
     pub fn put(&mut self, kvs: &Kvs, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        self.push(kvs, RecordKind::Put, key.as_ref(), value.as_ref());
+        let value = Bytes::copy_from_slice(value.as_ref());
+        self.push(kvs, RecordKind::Put, key.as_ref().to_vec(), value);
+    }
+
+    /// Like [`WriteBatch::put`], taking the key and value as they are instead of copying them
+    /// (the value then shared with the value cache).
+    pub fn put_owned(&mut self, kvs: &Kvs, key: Vec<u8>, value: Bytes) {
+        self.push(kvs, RecordKind::Put, key, value);
     }
 
     pub fn delete(&mut self, kvs: &Kvs, key: impl AsRef<[u8]>) {
-        self.push(kvs, RecordKind::Tombstone, key.as_ref(), &[]);
+        self.delete_owned(kvs, key.as_ref().to_vec());
+    }
+
+    /// Like [`WriteBatch::delete`], taking the key instead of copying it.
+    pub fn delete_owned(&mut self, kvs: &Kvs, key: Vec<u8>) {
+        self.push(kvs, RecordKind::Tombstone, key, Bytes::new());
     }
 
     pub fn prefix_delete(&mut self, kvs: &Kvs, prefix: impl AsRef<[u8]>) {
-        self.push(kvs, RecordKind::PrefixTombstone, prefix.as_ref(), &[]);
+        let prefix = prefix.as_ref().to_vec();
+        self.push(kvs, RecordKind::PrefixTombstone, prefix, Bytes::new());
     }
 
     pub fn len(&self) -> usize {

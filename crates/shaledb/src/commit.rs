@@ -15,8 +15,13 @@ use crate::segment::{HeadKind, Location, SegmentMeta};
 use crate::store::KvsState;
 use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
+use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// A commit's per-operation or per-partition working lists: inline (no allocation) for the
+/// small batches most commits are.
+type Batched<T> = SmallVec<[T; 4]>;
 
 /// One operation of a batch, validated.
 pub struct BatchOp {
@@ -67,11 +72,11 @@ impl BatchOp {
     pub fn validated(
         kvs: Arc<KvsState>,
         kind: RecordKind,
-        key: &[u8],
-        value: &[u8],
+        key: Vec<u8>,
+        value: Bytes,
     ) -> Result<BatchOp> {
-        validate_key(key)?;
-        validate_value(value)?;
+        validate_key(&key)?;
+        validate_value(&value)?;
         let prefix_len = kvs.options.prefix_len;
         if kind == RecordKind::PrefixTombstone && prefix_len > 0 && key.len() != prefix_len {
             return Err(Error::InvalidArgument(format!(
@@ -80,12 +85,7 @@ impl BatchOp {
                 key.len()
             )));
         }
-        Ok(Self::with_value(
-            kvs,
-            kind,
-            key.to_vec(),
-            Bytes::copy_from_slice(value),
-        ))
+        Ok(Self::with_value(kvs, kind, key, value))
     }
 
     /// The value as it is stored, and the record flag that says how.
@@ -165,7 +165,7 @@ impl Engine {
             }
             // Lock order: index partitions by (KVS id, partition), the commit order, then the
             // client head (I4).
-            let mut guards: Vec<PartitionGuard<'_>> = Vec::with_capacity(partitions.len());
+            let mut guards: Batched<PartitionGuard<'_>> = SmallVec::with_capacity(partitions.len());
             for &(kvs, part) in &partitions {
                 let index = kvs.index.parts()[part].write();
                 if kvs.is_dropped() {
@@ -190,7 +190,7 @@ impl Engine {
         self.store
             .next_seqno
             .store(last_seqno + 1, Ordering::SeqCst);
-        let locations: Vec<Location> = ops
+        let locations: Batched<Location> = ops
             .iter()
             .enumerate()
             .map(|(position, op)| {
@@ -229,13 +229,18 @@ impl Engine {
         // for the previous one's fdatasync and group commit could never batch.
         drop(commit_order);
         self.store.space.note_appended(total_bytes as u64);
-        for ((position, op), location) in ops.iter().enumerate().zip(locations) {
-            let entry = Entry {
-                location,
-                seqno: first_seqno + position as u64,
-            };
-            self.apply(&mut guards, &segment, op, entry, snapshot_max);
-        }
+        let replaced_versions: Batched<bool> = ops
+            .iter()
+            .enumerate()
+            .zip(locations)
+            .map(|((position, op), location)| {
+                let entry = Entry {
+                    location,
+                    seqno: first_seqno + position as u64,
+                };
+                self.apply(&mut guards, &segment, op, entry, snapshot_max)
+            })
+            .collect();
         self.note_kept_versions(&mut guards, releases_before);
         // Unlocked only once all of the batch is applied: a reader of any key it writes sees all
         // of it or waits (I4).
@@ -243,11 +248,12 @@ impl Engine {
         // A written key's cached value is replaced by the new one (so a hot key stays cached
         // across updates), or dropped when writes are not cached or the key was deleted.
         let cache = &self.store.cache;
-        for (position, op) in ops.iter().enumerate() {
+        for ((position, op), replaced_a_version) in ops.iter().enumerate().zip(replaced_versions) {
             match op.kind {
                 RecordKind::Put if self.options.cache_writes => {
                     let seqno = first_seqno + position as u64;
-                    cache.insert_written(op.kvs.id, &op.key, seqno, op.value.clone());
+                    let value = op.value.clone();
+                    cache.insert_written(op.kvs.id, &op.key, seqno, value, replaced_a_version);
                 }
                 RecordKind::Put | RecordKind::Tombstone => cache.remove(op.kvs.id, &op.key),
                 RecordKind::PrefixTombstone | RecordKind::SnapshotCopy => {}
@@ -283,7 +289,8 @@ impl Engine {
     }
 
     /// Applies `op` to its index partition (those its keys may be in, for a prefix delete),
-    /// which `guards` holds.
+    /// which `guards` holds; whether it freed a version of its key (so the value cache likely
+    /// holds that version: a hint, false too when a snapshot keeps the old version).
     fn apply(
         &self,
         guards: &mut [PartitionGuard<'_>],
@@ -291,7 +298,7 @@ impl Engine {
         op: &BatchOp,
         entry: Entry,
         snapshot_max: u64,
-    ) {
+    ) -> bool {
         let kvs_id = op.kvs.id;
         match op.kind {
             RecordKind::Put => {
@@ -300,12 +307,14 @@ impl Engine {
                 let replaced = locked(guards, kvs_id, part).put(&op.key, entry, snapshot_max);
                 if let Some(replaced) = replaced {
                     self.store.free(replaced);
+                    return true;
                 }
             }
             RecordKind::Tombstone => {
                 let index = locked(guards, kvs_id, op.kvs.index.partition_of(&op.key));
                 if let Some(removed) = index.remove(&op.key, entry.seqno, snapshot_max) {
                     self.store.free(removed);
+                    return true;
                 }
             }
             RecordKind::PrefixTombstone => {
@@ -321,6 +330,7 @@ impl Engine {
             }
             RecordKind::SnapshotCopy => unreachable!("clients never write snapshot copies"),
         }
+        false
     }
 }
 
@@ -342,8 +352,8 @@ fn locked<'g>(guards: &'g mut [PartitionGuard<'_>], kvs_id: u32, part: usize) ->
 
 /// The index partitions `ops` write, in lock order (I4): a put's or delete's key's partition,
 /// those its prefix's keys may be in for a prefix delete.
-fn partitions_written(ops: &[BatchOp]) -> Vec<(&KvsState, usize)> {
-    let mut written: Vec<(&KvsState, usize)> = Vec::with_capacity(ops.len());
+fn partitions_written(ops: &[BatchOp]) -> Batched<(&KvsState, usize)> {
+    let mut written: Batched<(&KvsState, usize)> = SmallVec::with_capacity(ops.len());
     for op in ops {
         if op.kind == RecordKind::PrefixTombstone {
             let parts = op.kvs.index.partitions_of_prefix(&op.key);

@@ -33,14 +33,15 @@ impl Kvs {
         &self.state.options
     }
 
-    fn single(&self, kind: RecordKind, key: &[u8], value: &[u8]) -> Result<()> {
-        let op = BatchOp::validated(self.state.clone(), kind, key, value)?;
+    fn single(&self, kind: RecordKind, key: &[u8], value: Bytes) -> Result<()> {
+        let op = BatchOp::validated(self.state.clone(), kind, key.to_vec(), value)?;
         self.engine.commit(&[op])
     }
 
     /// Sets `key` to `value`.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.single(RecordKind::Put, key.as_ref(), value.as_ref())
+        let value = Bytes::copy_from_slice(value.as_ref());
+        self.single(RecordKind::Put, key.as_ref(), value)
     }
 
     /// The newest value of `key`, if any.
@@ -57,13 +58,13 @@ impl Kvs {
 
     /// Deletes `key` (a no-op if it has no value).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.single(RecordKind::Tombstone, key.as_ref(), &[])
+        self.single(RecordKind::Tombstone, key.as_ref(), Bytes::new())
     }
 
     /// Deletes every key that starts with `prefix`. When the KVS has a `prefix_len`, the
     /// prefix must be exactly that long.
     pub fn prefix_delete(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
-        self.single(RecordKind::PrefixTombstone, prefix.as_ref(), &[])
+        self.single(RecordKind::PrefixTombstone, prefix.as_ref(), Bytes::new())
     }
 
     /// The values of `keys`, in order, read at one consistent moment.

@@ -117,7 +117,7 @@ impl<'s> Tx<'s> {
 
     /// Commits every write as one engine batch, with the key counts they change. Nothing is
     /// written if it fails.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
         if self.writes.is_empty() && self.cleared.is_empty() {
             return Ok(());
         }
@@ -125,11 +125,12 @@ impl<'s> Tx<'s> {
         for (db, prefix) in self.cleared.iter() {
             batch.prefix_delete(&self.space_of(*db).kvs, prefix);
         }
-        for ((db, key), value) in &self.writes {
-            let kvs = &self.space_of(*db).kvs;
+        // Moved into the batch, not copied: the values are then shared with the value cache.
+        for ((db, key), value) in std::mem::take(&mut self.writes) {
+            let kvs = &self.space_of(db).kvs;
             match value {
-                Some(value) => batch.put(kvs, key, value),
-                None => batch.delete(kvs, key),
+                Some(value) => batch.put_owned(kvs, key, value),
+                None => batch.delete_owned(kvs, key),
             }
         }
         let mut new_counts = Vec::new();
