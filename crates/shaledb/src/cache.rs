@@ -358,7 +358,11 @@ mod tests {
             keys.push((kvs_id, key));
             true
         });
-        assert_eq!(keys, vec![(2, b"a"[..].into())], "the key its version belongs to");
+        assert_eq!(
+            keys,
+            vec![(2, b"a"[..].into())],
+            "the key its version belongs to"
+        );
         cache.remove(2, b"a");
         assert!(!cache.holds(2, b"a", 1));
     }

@@ -5,6 +5,7 @@
 use super::entry::Entry;
 use crate::segment::{Location, SegmentId};
 use std::cmp::Ordering;
+use std::ops::Range;
 
 /// A leaf grown past this many bytes splits in two; merged leaves stay below half of it.
 pub(super) const LEAF_BYTES_MAX: usize = 4096;
@@ -43,41 +44,58 @@ fn hint_of(suffix: &[u8]) -> u16 {
 }
 
 impl Leaf {
-    /// Builds a leaf whose keys all start with their first `prefix_len` bytes.
-    pub(super) fn build(prefix_len: usize, entries: &[(Vec<u8>, Entry)]) -> Leaf {
-        let mut leaf = Leaf {
+    /// Gives back the room reserved beyond the entries (a built leaf takes what it holds).
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.bytes.shrink_to_fit();
+        self.slots.shrink_to_fit();
+    }
+
+    /// An empty leaf whose keys will all start with their first `prefix_len` bytes.
+    pub(super) fn with_prefix(prefix_len: usize) -> Leaf {
+        Leaf {
             prefix_len: prefix_len as u16,
-            bytes: Vec::new(),
-            slots: Vec::with_capacity(entries.len()),
-        };
-        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
-        for (key, entry) in entries {
-            let suffix = &key[prefix_len..];
-            let value_len = encode_entry(*entry, &mut value);
-            leaf.slots.push(Slot {
-                start: leaf.bytes.len() as u16,
-                hint: hint_of(suffix),
-            });
-            put_varint(&mut leaf.bytes, suffix.len() as u64);
-            leaf.bytes.extend_from_slice(suffix);
-            leaf.bytes.extend_from_slice(&value[..value_len]);
+            ..Leaf::default()
         }
-        leaf.bytes.shrink_to_fit();
-        leaf
+    }
+
+    /// Appends the entries `range` of `source` (the leaf at `source_fence`) after this leaf's
+    /// last, in order, each key cut again at this leaf's prefix: what a split or merge does,
+    /// copying each entry's bytes once (no key is rebuilt on the heap).
+    pub(super) fn extend_from(&mut self, source: &Leaf, source_fence: &[u8], range: Range<usize>) {
+        let own = usize::from(self.prefix_len);
+        let theirs = usize::from(source.prefix_len);
+        // A key's bytes past this leaf's prefix: the part of the source's prefix this leaf does
+        // not share (a merge widens the range), then the source suffix past what this leaf's
+        // longer prefix takes (a split narrows it).
+        let head = source_fence.get(own..theirs).unwrap_or_default();
+        let skip = own.saturating_sub(theirs);
+        let source_bytes = match (range.start, range.end) {
+            (start, end) if start < end => {
+                source.end(end - 1) - usize::from(source.slots[start].start)
+            }
+            _ => 0,
+        };
+        self.bytes.reserve(source_bytes + range.len() * head.len());
+        self.slots.reserve(range.len());
+        for at in range {
+            let (suffix, value_start) = source.suffix(at);
+            let suffix = &suffix[skip..];
+            let mut first = head.iter().chain(suffix).copied();
+            let hint = u16::from_be_bytes([first.next().unwrap_or(0), first.next().unwrap_or(0)]);
+            self.slots.push(Slot {
+                start: self.bytes.len() as u16,
+                hint,
+            });
+            put_varint(&mut self.bytes, (head.len() + suffix.len()) as u64);
+            self.bytes.extend_from_slice(head);
+            self.bytes.extend_from_slice(suffix);
+            self.bytes
+                .extend_from_slice(&source.bytes[value_start..source.end(at)]);
+        }
     }
 
     pub(super) fn is_oversized(&self) -> bool {
         self.bytes.len() > LEAF_BYTES_MAX
-    }
-
-    pub(super) fn decode(&self, fence: &[u8]) -> Vec<(Vec<u8>, Entry)> {
-        (0..self.slots.len())
-            .map(|at| {
-                let mut key = Vec::new();
-                self.key_into(fence, at, &mut key);
-                (key, self.entry(at))
-            })
-            .collect()
     }
 
     /// The entry at position `at`: its suffix and where its value starts.

@@ -292,14 +292,19 @@ impl PackedMap {
             .slots
             .partition_point(|slot| usize::from(slot.start) < half)
             .clamp(1, leaf.slots.len() - 1);
-        let entries = leaf.decode(fence);
-        let right_fence = Fence::from(entries[middle].0.as_slice());
+        let mut middle_key = Vec::new();
+        leaf.key_into(fence, middle, &mut middle_key);
+        let right_fence = Fence::from(middle_key.as_slice());
         let right_prefix = self
             .next_fence(fence)
             .map_or(0, |next| common_prefix_len(&right_fence, next));
         let left_prefix = common_prefix_len(fence, &right_fence);
-        let left = Leaf::build(left_prefix, &entries[..middle]);
-        let right = Leaf::build(right_prefix, &entries[middle..]);
+        let mut left = Leaf::with_prefix(left_prefix);
+        left.extend_from(leaf, fence, 0..middle);
+        let mut right = Leaf::with_prefix(right_prefix);
+        right.extend_from(leaf, fence, middle..leaf.slots.len());
+        left.shrink_to_fit();
+        right.shrink_to_fit();
         let (left_over, right_over) = (left.is_oversized(), right.is_oversized());
         self.leaves.insert(fence.into(), left);
         self.leaves.insert(right_fence.clone(), right);
@@ -332,13 +337,15 @@ impl PackedMap {
 
     /// Moves every entry of the leaf at `right` into the one at `left`, its predecessor.
     fn merge(&mut self, left: &[u8], right: &[u8]) {
-        let mut entries = self.leaves[left].decode(left);
         let right_leaf = self.leaves.remove(right).expect("the right leaf");
-        entries.extend(right_leaf.decode(right));
         let prefix = self
             .next_fence(left)
             .map_or(0, |next| common_prefix_len(left, next));
-        let merged = Leaf::build(prefix, &entries);
+        let left_leaf = &self.leaves[left];
+        let mut merged = Leaf::with_prefix(prefix);
+        merged.extend_from(left_leaf, left, 0..left_leaf.slots.len());
+        merged.extend_from(&right_leaf, right, 0..right_leaf.slots.len());
+        merged.shrink_to_fit();
         let oversized = merged.is_oversized();
         self.leaves.insert(left.into(), merged);
         if oversized {
