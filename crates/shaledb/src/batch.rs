@@ -39,8 +39,9 @@ impl WriteBatch {
         self.push(kvs, RecordKind::Put, key.as_ref().to_vec(), value);
     }
 
-    /// Like [`WriteBatch::put`], taking the key and value as they are instead of copying them
-    /// (the value then shared with the value cache).
+    /// Like [`WriteBatch::put`], taking the key and value as they are instead of copying them.
+    /// The value cache keeps `value` itself: a slice of a larger buffer keeps all of it alive,
+    /// so pass bytes of their own.
     pub fn put_owned(&mut self, kvs: &Kvs, key: Vec<u8>, value: Bytes) {
         self.push(kvs, RecordKind::Put, key, value);
     }

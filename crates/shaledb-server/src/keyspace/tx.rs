@@ -125,11 +125,13 @@ impl<'s> Tx<'s> {
         for (db, prefix) in self.cleared.iter() {
             batch.prefix_delete(&self.space_of(*db).kvs, prefix);
         }
-        // Moved into the batch, not copied: the values are then shared with the value cache.
+        // The keys are moved into the batch. Each value is copied once: the value cache keeps
+        // what the batch holds, and a value may be a slice of a client's whole read buffer
+        // (a member or field taken from the request), which it would keep alive.
         for ((db, key), value) in std::mem::take(&mut self.writes) {
             let kvs = &self.space_of(db).kvs;
             match value {
-                Some(value) => batch.put_owned(kvs, key, value),
+                Some(value) => batch.put_owned(kvs, key, Bytes::copy_from_slice(&value)),
                 None => batch.delete_owned(kvs, key),
             }
         }
