@@ -6,11 +6,11 @@
 //! Seqnos name one version of one key for the life of a KVDB (records the cleaner moves keep
 //! theirs), so a moved record needs no invalidation.
 
+use crate::short_bytes::ShortBytes;
 use bytes::Bytes;
 use quick_cache::sync::{Cache, EntryAction, EntryResult};
 use quick_cache::{DefaultHashBuilder, Weighter};
 use std::hash::BuildHasher;
-use std::sync::Arc;
 
 /// Per-entry memory beyond the key and value bytes, counted against the budget: quick_cache's
 /// slot (the entry and its table and list links), the value's `Bytes` header and the
@@ -32,50 +32,10 @@ type Slot = u64;
 #[derive(Clone)]
 struct Version {
     kvs_id: u32,
-    key: CachedKey,
+    /// Inside the entry when short: a read, which copies the entry, touches no other memory.
+    key: ShortBytes,
     seqno: u64,
     value: Bytes,
-}
-
-/// A cached version's key: inside the entry when short (no allocation of its own, and a read,
-/// which copies the entry, touches no other memory), else shared.
-#[derive(Clone)]
-enum CachedKey {
-    Inline {
-        len: u8,
-        bytes: [u8; KEY_INLINE_BYTES],
-    },
-    Shared(Arc<[u8]>),
-}
-
-/// Keys up to this long live inside the entry (the server's records of redis-benchmark's keys,
-/// YCSB's 23-byte keys among them).
-const KEY_INLINE_BYTES: usize = 30;
-
-impl From<&[u8]> for CachedKey {
-    fn from(key: &[u8]) -> Self {
-        if key.len() <= KEY_INLINE_BYTES {
-            let mut bytes = [0; KEY_INLINE_BYTES];
-            bytes[..key.len()].copy_from_slice(key);
-            CachedKey::Inline {
-                len: key.len() as u8,
-                bytes,
-            }
-        } else {
-            CachedKey::Shared(key.into())
-        }
-    }
-}
-
-impl std::ops::Deref for CachedKey {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match self {
-            CachedKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            CachedKey::Shared(key) => key,
-        }
-    }
 }
 
 impl Version {

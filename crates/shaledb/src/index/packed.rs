@@ -9,7 +9,7 @@
 
 use super::entry::Entry;
 use super::leaf::{Leaf, Slot, LEAF_BYTES_MAX};
-use std::cmp::Ordering;
+use crate::short_bytes::ShortBytes;
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
 
@@ -28,79 +28,7 @@ pub struct PackedMap {
 
 /// A leaf's fence: inline when short, so the search for a leaf compares bytes inside the B-tree
 /// node it visits instead of following a pointer per comparison.
-#[derive(Clone)]
-enum Fence {
-    Inline {
-        len: u8,
-        bytes: [u8; FENCE_INLINE_BYTES],
-    },
-    Heap(Box<[u8]>),
-}
-
-/// Fences up to this long live inside the B-tree nodes (YCSB's 23-byte keys among them).
-const FENCE_INLINE_BYTES: usize = 30;
-
-impl Fence {
-    fn heap_bytes(&self) -> usize {
-        match self {
-            Fence::Inline { .. } => 0,
-            Fence::Heap(bytes) => bytes.len() + ALLOCATION_OVERHEAD_BYTES,
-        }
-    }
-}
-
-impl From<&[u8]> for Fence {
-    fn from(key: &[u8]) -> Self {
-        if key.len() <= FENCE_INLINE_BYTES {
-            let mut bytes = [0; FENCE_INLINE_BYTES];
-            bytes[..key.len()].copy_from_slice(key);
-            Fence::Inline {
-                len: key.len() as u8,
-                bytes,
-            }
-        } else {
-            Fence::Heap(key.into())
-        }
-    }
-}
-
-impl std::ops::Deref for Fence {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match self {
-            Fence::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Fence::Heap(bytes) => bytes,
-        }
-    }
-}
-
-impl std::borrow::Borrow<[u8]> for Fence {
-    fn borrow(&self) -> &[u8] {
-        self
-    }
-}
-
-// Ordered and compared exactly like the bytes, as `Borrow` requires.
-impl Ord for Fence {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (**self).cmp(&**other)
-    }
-}
-
-impl PartialOrd for Fence {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Fence {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-impl Eq for Fence {}
+type Fence = ShortBytes;
 
 impl PackedMap {
     pub fn len(&self) -> usize {
@@ -254,7 +182,7 @@ impl PackedMap {
             .map(|(fence, leaf)| {
                 leaf.bytes.capacity()
                     + leaf.slots.capacity() * std::mem::size_of::<Slot>()
-                    + fence.heap_bytes()
+                    + fence.heap_bytes(ALLOCATION_OVERHEAD_BYTES)
                     + 2 * ALLOCATION_OVERHEAD_BYTES
                     + slot_bytes * 4 / 3
             })
