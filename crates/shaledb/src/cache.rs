@@ -1,8 +1,9 @@
 //! The value cache: DRAM copies of recently read and written values, under one byte budget
 //! shared by all KVSs. Keyed by a hash of KVS and key (a `Slot`), so a hot key stays hot across
 //! its updates (each new version replaces the old one in place, keeping the frequency that
-//! quick_cache's admission has learned for the key). Each entry names the version it holds by seqno, and a read takes it
-//! only for exactly that version: a stale or other version is a miss, never a wrong value.
+//! quick_cache's admission has learned for the key). Each entry names the version it holds by
+//! seqno, and a read takes it only for exactly that version: a stale or other version is a miss,
+//! never a wrong value.
 //! Seqnos name one version of one key for the life of a KVDB (records the cleaner moves keep
 //! theirs), so a moved record needs no invalidation.
 
@@ -16,8 +17,8 @@ use std::hash::BuildHasher;
 /// slot (the entry and its table and list links), the value's `Bytes` header and the
 /// allocator's rounding. Measured (2026-11-25): a server holding 1,000,000 cached 21-byte
 /// record keys with 3-byte values took 177 bytes per entry more resident memory than with no
-/// cache, 153 beyond the key and value (64 were counted before, so small values overran the
-/// budget more than twice).
+/// cache, about 152 beyond the key and value (64 were counted before, so small values overran
+/// the budget more than twice).
 const ENTRY_OVERHEAD_BYTES: u64 = 152;
 
 /// Where a key lives in the cache: a hash of its KVS and bytes. Two keys may share a slot; they
