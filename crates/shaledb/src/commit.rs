@@ -250,6 +250,9 @@ impl Engine {
         let cache = &self.store.cache;
         for ((position, op), replaced_a_version) in ops.iter().enumerate().zip(replaced_versions) {
             match op.kind {
+                // Read from the index alone (`Store::find_value`). A value this replaced stays
+                // cached until evicted, never read: its seqno is not the key's any more.
+                RecordKind::Put if op.value.is_empty() => {}
                 RecordKind::Put if self.options.cache_writes => {
                     let seqno = first_seqno + position as u64;
                     let value = op.value.clone();

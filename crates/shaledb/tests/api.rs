@@ -413,6 +413,56 @@ fn the_cache_keeps_only_versions_a_reader_can_reach() {
     assert_eq!(kvs.get(b"hot").unwrap(), None);
 }
 
+/// An empty value is known from the index alone: never read from the device nor cached, before
+/// and after a reopen, in gets, multi-gets and scans; a value replacing it is read as usual.
+#[test]
+fn empty_values_are_answered_from_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    // No warming after the reopen: the device reads counted are the test's own.
+    let options = || Options {
+        warm_reads_per_sec: 0,
+        ..small_options()
+    };
+    for reopened in [false, true] {
+        let db = Db::open(dir.path(), options()).unwrap();
+        let kvs = db.kvs("t").unwrap();
+        if !reopened {
+            kvs.put(b"empty", b"").unwrap();
+            kvs.put(b"full", b"value").unwrap();
+            kvs.put(b"was-full", b"value").unwrap();
+            kvs.put(b"was-full", b"").unwrap();
+            kvs.put(b"was-empty", b"").unwrap();
+            kvs.put(b"was-empty", b"now").unwrap();
+        }
+        let stats = db.stats();
+        for key in [&b"empty"[..], b"was-full"] {
+            assert_eq!(kvs.get(key).unwrap().as_deref(), Some(&b""[..]));
+        }
+        let values = kvs
+            .multi_get([&b"empty"[..], b"full", b"was-empty"])
+            .unwrap();
+        let values: Vec<_> = values.iter().map(|value| value.as_deref()).collect();
+        assert_eq!(
+            values,
+            [Some(&b""[..]), Some(&b"value"[..]), Some(&b"now"[..])]
+        );
+        let scanned: Vec<_> = kvs
+            .range(&b"e"[..]..&b"f"[..])
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(scanned, [(b"empty"[..].into(), bytes::Bytes::new())]);
+        let after = db.stats();
+        let device_reads = after.get_device_reads - stats.get_device_reads;
+        let cache_lookups =
+            (after.cache_hits + after.cache_misses) - (stats.cache_hits + stats.cache_misses);
+        // Only the two non-empty values were looked up (cached when written, read after the
+        // reopen); the empty ones touched neither the cache nor the device.
+        assert_eq!(cache_lookups, 2, "reopened: {reopened}");
+        assert_eq!(device_reads, if reopened { 2 } else { 0 });
+        db.close().unwrap();
+    }
+}
+
 /// A cursor reads values ahead in batches: small at first and doubling, or exactly what the
 /// caller said it will take; a keys-only cursor reads none.
 #[test]

@@ -173,6 +173,12 @@ impl Store {
                 counter.add(1);
             }
         };
+        // A record no longer than its header and key holds an empty value (an empty value is
+        // never stored compressed): known from the index alone, as a set member's or a sorted
+        // set's rank record is, so such values are neither read nor cached.
+        if entry.location.len as usize == record::encoded_len(key.len(), 0) {
+            return Ok(Found::Value(Bytes::new()));
+        }
         if let Some(value) = self.cache.get(kvs_id, key, entry.seqno) {
             count(&self.counters.cache_hits);
             return Ok(Found::Value(value));
