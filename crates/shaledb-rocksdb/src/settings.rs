@@ -21,8 +21,13 @@ pub(crate) trait Scalar: Copy {
     }
 }
 
+/// An integer scalar. `$normalize` turns what a setter or an options string gives into the
+/// value kept: as given, except for flags (c.h's `unsigned char`), kept as 0 or 1.
 macro_rules! integer_scalar {
-    ($($t:ty),*) => {$(
+    ($t:ty) => {
+        integer_scalar!($t, |value: $t| value);
+    };
+    ($t:ty, $normalize:expr) => {
         impl Scalar for $t {
             fn to_bits(self) -> u64 {
                 self as u64
@@ -37,36 +42,26 @@ macro_rules! integer_scalar {
                 match text {
                     "true" => Some(1),
                     "false" => Some(0),
-                    _ => text.parse::<$t>().ok().map(Scalar::to_bits),
+                    _ => text
+                        .parse::<$t>()
+                        .ok()
+                        .map(|value| $normalize(value).to_bits()),
                 }
             }
+            fn normalize(self) -> Self {
+                $normalize(self)
+            }
         }
-    )*};
+    };
 }
 
-integer_scalar!(i8, i32, u32, i64, u64, usize);
-
-impl Scalar for u8 {
-    fn to_bits(self) -> u64 {
-        self as u64
-    }
-    fn from_bits(bits: u64) -> Self {
-        bits as u8
-    }
-    fn show(bits: u64) -> String {
-        Self::from_bits(bits).to_string()
-    }
-    fn parse(text: &str) -> Option<u64> {
-        match text {
-            "true" => Some(1),
-            "false" => Some(0),
-            _ => text.parse::<u8>().ok().map(|flag| u64::from(flag != 0)),
-        }
-    }
-    fn normalize(self) -> Self {
-        u8::from(self != 0)
-    }
-}
+integer_scalar!(i8);
+integer_scalar!(i32);
+integer_scalar!(u32);
+integer_scalar!(i64);
+integer_scalar!(u64);
+integer_scalar!(usize);
+integer_scalar!(u8, |flag: u8| u8::from(flag != 0));
 
 impl Scalar for f64 {
     fn to_bits(self) -> u64 {

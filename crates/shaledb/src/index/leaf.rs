@@ -69,11 +69,10 @@ impl Leaf {
         // longer prefix takes (a split narrows it).
         let head = source_fence.get(own..theirs).unwrap_or_default();
         let skip = own.saturating_sub(theirs);
-        let source_bytes = match (range.start, range.end) {
-            (start, end) if start < end => {
-                source.end(end - 1) - usize::from(source.slots[start].start)
-            }
-            _ => 0,
+        let source_bytes = if range.is_empty() {
+            0
+        } else {
+            source.end(range.end - 1) - usize::from(source.slots[range.start].start)
         };
         self.bytes.reserve(source_bytes + range.len() * head.len());
         self.slots.reserve(range.len());
