@@ -962,3 +962,58 @@ fn an_unread_long_reply_does_not_keep_deleted_values_on_disk() {
         stored.len() * 64
     );
 }
+
+#[test]
+fn a_hash_or_set_past_the_packing_limits_becomes_a_record_per_member() {
+    // packed_members_max and packed_bytes_max bound a packed record: one past either moves the
+    // collection into a record per member for good, and its data reads the same across the
+    // move and a restart.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let limits = ["--packed-members-max", "3", "--packed-bytes-max", "40"];
+    let server = Server::start(&db, &limits);
+    let mut client = server.connect();
+    let encoding =
+        |client: &mut serve_support::Client, key: &str| client.call(&["OBJECT", "ENCODING", key]);
+    assert_eq!(
+        client.call(&["HSET", "h", "a", "1", "b", "2", "c", "3"]),
+        Value::Int(3)
+    );
+    assert_eq!(encoding(&mut client, "h"), bulk("packed"));
+    assert_eq!(client.call(&["HSET", "h", "d", "4"]), Value::Int(1));
+    assert_eq!(encoding(&mut client, "h"), bulk("records"));
+    assert_eq!(client.call(&["HDEL", "h", "a", "b", "c"]), Value::Int(3));
+    assert_eq!(encoding(&mut client, "h"), bulk("records"));
+    // One byte past the bytes: 1 (count) + 1 + 1 (field "f") + 1 + 37 (value) = 41 > 40.
+    let long = "v".repeat(37);
+    assert_eq!(client.call(&["HSET", "g", "f", &long]), Value::Int(1));
+    assert_eq!(encoding(&mut client, "g"), bulk("records"));
+    let short = "v".repeat(36);
+    assert_eq!(client.call(&["HSET", "k", "f", &short]), Value::Int(1));
+    assert_eq!(encoding(&mut client, "k"), bulk("packed"));
+    assert_eq!(
+        client.call(&["SADD", "s", "x", "y", "z", "w"]),
+        Value::Int(4)
+    );
+    assert_eq!(encoding(&mut client, "s"), bulk("records"));
+    assert_eq!(client.call(&["SADD", "t", "x", "y"]), Value::Int(2));
+    assert_eq!(encoding(&mut client, "t"), bulk("packed"));
+    drop(client);
+    server.signal("TERM");
+    assert!(server.wait().success());
+
+    let server = Server::start(&db, &limits);
+    let mut client = server.connect();
+    assert_eq!(
+        client.call(&["HGETALL", "h"]),
+        Value::Array(vec![bulk("d"), bulk("4")])
+    );
+    assert_eq!(client.call(&["HGET", "g", "f"]), bulk(&long));
+    assert_eq!(client.call(&["HGET", "k", "f"]), bulk(&short));
+    assert_eq!(client.call(&["SCARD", "s"]), Value::Int(4));
+    assert_eq!(
+        client.call(&["SMEMBERS", "t"]),
+        Value::Array(vec![bulk("x"), bulk("y")])
+    );
+    assert_eq!(encoding(&mut client, "t"), bulk("packed"));
+}

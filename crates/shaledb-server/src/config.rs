@@ -38,6 +38,14 @@ pub struct ServeArgs {
     /// other commands that move a string whole stream it instead [default: 67108864].
     #[arg(long, env = "SHALE_MAX_IN_MEMORY_STRING_BYTES")]
     pub max_in_memory_string_bytes: Option<usize>,
+    /// A hash or set is packed into one record while it has at most this many members; past
+    /// it, it becomes one record per member for good; 0: never packed [default: 128].
+    #[arg(long, env = "SHALE_PACKED_MEMBERS_MAX")]
+    pub packed_members_max: Option<usize>,
+    /// ... and while its packed record takes at most this many bytes (at most 1048576)
+    /// [default: 4096].
+    #[arg(long, env = "SHALE_PACKED_BYTES_MAX")]
+    pub packed_bytes_max: Option<usize>,
     /// Most bytes of one request before the client authenticates [default: 16384].
     #[arg(long, env = "SHALE_MAX_UNAUTHENTICATED_REQUEST_BYTES")]
     pub max_unauthenticated_request_bytes: Option<usize>,
@@ -97,6 +105,8 @@ struct FileConfig {
     max_request_bytes: Option<usize>,
     max_bulk_bytes: Option<usize>,
     max_in_memory_string_bytes: Option<usize>,
+    packed_members_max: Option<usize>,
+    packed_bytes_max: Option<usize>,
     max_unauthenticated_request_bytes: Option<usize>,
     max_output_bytes: Option<usize>,
     output_stall_timeout: Option<u64>,
@@ -145,6 +155,8 @@ pub struct Config {
     pub max_request_bytes: usize,
     pub max_bulk_bytes: usize,
     pub max_in_memory_string_bytes: usize,
+    /// When a hash or set is packed into one record.
+    pub packing: crate::keyspace::Packing,
     pub max_unauthenticated_request_bytes: usize,
     pub max_output_bytes: usize,
     pub output_stall_timeout: Duration,
@@ -249,6 +261,16 @@ impl Config {
                 .max_in_memory_string_bytes
                 .or(file.max_in_memory_string_bytes)
                 .unwrap_or(64 << 20),
+            packing: crate::keyspace::Packing {
+                members_max: args
+                    .packed_members_max
+                    .or(file.packed_members_max)
+                    .unwrap_or(crate::keyspace::Packing::DEFAULT.members_max),
+                bytes_max: args
+                    .packed_bytes_max
+                    .or(file.packed_bytes_max)
+                    .unwrap_or(crate::keyspace::Packing::DEFAULT.bytes_max),
+            },
             max_unauthenticated_request_bytes: args
                 .max_unauthenticated_request_bytes
                 .or(file.max_unauthenticated_request_bytes)
@@ -300,6 +322,12 @@ impl Config {
             bail!(
                 "memcached_kvs {:?} is also a Redis database's KVS",
                 config.memcached_kvs
+            );
+        }
+        if config.packing.bytes_max > shaledb::limits::VALUE_BYTES_MAX {
+            bail!(
+                "packed_bytes_max must not exceed {} (a record's value)",
+                shaledb::limits::VALUE_BYTES_MAX
             );
         }
         if config.pool_threads == 0 {

@@ -400,8 +400,9 @@ pub(super) fn keys(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     Ok(Reply::Array(found))
 }
 
-/// OBJECT: ShaleDB never shares one value between keys (REFCOUNT is 1), stores every type as
-/// ordered records (ENCODING is `records`), and keeps no access times or frequencies.
+/// OBJECT: ShaleDB never shares one value between keys (REFCOUNT is 1), stores a small hash or
+/// set in one record (ENCODING `packed`) and everything else as ordered records (`records`),
+/// and keeps no access times or frequencies.
 pub(super) fn object(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let sub = &args[1];
     if is(sub, "HELP") {
@@ -410,7 +411,7 @@ pub(super) fn object(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
                 "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "ENCODING <key>",
                 "    Return the kind of internal representation used in order to store the value",
-                "    associated with a <key> (always 'records' in ShaleDB).",
+                "    associated with a <key> ('packed' or 'records' in ShaleDB).",
                 "REFCOUNT <key>",
                 "    Return the number of references of the value associated with the specified",
                 "    <key> (always 1 in ShaleDB).",
@@ -426,20 +427,12 @@ pub(super) fn object(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             String::from_utf8_lossy(sub)
         )));
     }
-    let exists = ctx.view().key_type(&args[2])?.is_some();
+    let encoding = ctx.view().encoding(&args[2])?;
     if is(sub, "REFCOUNT") {
-        return Ok(if exists {
-            Reply::Integer(1)
-        } else {
-            Reply::Nil
-        });
+        return Ok(encoding.map_or(Reply::Nil, |_| Reply::Integer(1)));
     }
     if is(sub, "ENCODING") {
-        return Ok(if exists {
-            Reply::text("records")
-        } else {
-            Reply::Nil
-        });
+        return Ok(encoding.map_or(Reply::Nil, Reply::text));
     }
     Err(Reply::error(format!(
         "ERR OBJECT {} is not kept by ShaleDB (no access times or frequencies)",

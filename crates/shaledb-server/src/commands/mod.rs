@@ -775,9 +775,12 @@ impl Shared {
         outcome.unwrap_or_else(|error| error)
     }
 
-    /// A transaction for commands (strings read whole are bounded by max_in_memory_string_bytes).
+    /// A transaction for commands (strings read whole are bounded by max_in_memory_string_bytes;
+    /// hashes and sets packed as the settings say).
     fn tx(&self) -> Tx<'_> {
-        Tx::new(&self.keyspaces).holding_strings_up_to(self.config.max_in_memory_string_bytes)
+        Tx::new(&self.keyspaces)
+            .holding_strings_up_to(self.config.max_in_memory_string_bytes)
+            .packing(self.config.packing)
     }
 
     /// Runs `command` in `tx`, which the caller commits (the caller holds its locks).

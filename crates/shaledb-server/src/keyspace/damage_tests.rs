@@ -5,7 +5,10 @@
 //! naming the record; damage that the open reads (layout, database and key-count records) must
 //! make `Shared::new`, which `shale serve` calls before it listens, refuse the KVS.
 
-use super::{count_key, record_key, stripe_of, tag, Failure, DATABASE_KEY, LAYOUT_KEY};
+use super::{
+    count_key, record_key, stripe_of, tag, Failure, DATABASE_KEY, LAYOUT_3_VALUE, LAYOUT_KEY,
+    LAYOUT_VALUE,
+};
 use crate::commands::{Request, Session, Shared};
 use crate::config::{Config, KvdbArgs, ServeArgs};
 use crate::resp::Reply;
@@ -358,13 +361,13 @@ fn a_wrong_or_missing_layout_record_is_refused_at_open() {
     // Another layout's version.
     let mut server = Server::new();
     assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
-    server.put(LAYOUT_KEY, b"shale-redis-layout 4 4096");
+    server.put(LAYOUT_KEY, b"shale-redis-layout 5 4096");
     let (_dir, reopened) = server.restart();
     match reopened {
         Ok(_) => panic!("opened a KVS of an unknown layout"),
         Err(failure) => match Reply::from(failure) {
             Reply::Error(text) => assert!(
-                text.contains("unknown layout \"shale-redis-layout 4 4096\""),
+                text.contains("unknown layout \"shale-redis-layout 5 4096\""),
                 "{text}"
             ),
             other => panic!("{other:?}"),
@@ -394,7 +397,7 @@ fn a_wrong_or_missing_layout_record_is_refused_at_open() {
             .get(record_key(b"k", tag::STRING, &[]).unwrap())
             .unwrap()
             .is_some());
-        kvs.put(LAYOUT_KEY, super::LAYOUT_VALUE).unwrap();
+        kvs.put(LAYOUT_KEY, LAYOUT_VALUE).unwrap();
     }
     let shared = open(&dir.path().join("db")).unwrap_or_else(|_| panic!("repaired"));
     let mut session = shared.new_session();
@@ -452,4 +455,137 @@ fn a_record_of_another_type_among_a_hashs_fields() {
         "a record of another type than the key's first",
         &record,
     );
+}
+
+#[test]
+fn a_packed_hash_or_set_that_is_not_a_packing() {
+    // Each malformed value is named by every command that reads or writes the collection.
+    let cases: [(&[u8], &str); 5] = [
+        (b"", "without a member count"),
+        (b"\x00", "with no members"),
+        (b"\x02\x01a\x011\x01b", "cut short"),
+        (b"\x02\x01b\x00\x01a\x00", "with members out of order"),
+        (b"\x01\x01a\x011\x00", "with bytes after its last member"),
+    ];
+    for (bad, what) in cases {
+        let mut server = Server::new();
+        assert!(same(
+            &server.call(&["HSET", "h", "f", "v", "g", "w"]),
+            &Reply::Integer(2)
+        ));
+        let record = record_key(b"h", tag::PACKED_HASH, &[]).unwrap();
+        server.put(&record, bad);
+        assert_all_damaged(
+            &mut server,
+            &[
+                &["HGET", "h", "f"],
+                &["HMGET", "h", "f", "x"],
+                &["HEXISTS", "h", "x"],
+                &["HGETALL", "h"],
+                &["HKEYS", "h"],
+                &["HVALS", "h"],
+                &["HLEN", "h"],
+                &["HSCAN", "h", "0"],
+                &["HSET", "h", "f", "1"],
+                &["HSETNX", "h", "x", "1"],
+                &["HINCRBY", "h", "n", "1"],
+                &["HDEL", "h", "f"],
+                &["HRANDFIELD", "h"],
+            ],
+            &format!("a packed hash {what}"),
+            &record,
+        );
+    }
+    // The same damage where a set's members carry no values.
+    let set_cases: [(&[u8], &str); 5] = [
+        (b"", "without a member count"),
+        (b"\x00", "with no members"),
+        (b"\x02\x01a\x00\x01b", "cut short"),
+        (b"\x02\x01b\x00\x01a\x00", "with members out of order"),
+        (b"\x01\x01a\x00\x00", "with bytes after its last member"),
+    ];
+    for (bad, what) in set_cases {
+        let mut server = Server::new();
+        assert!(same(
+            &server.call(&["SADD", "s", "a", "b"]),
+            &Reply::Integer(2)
+        ));
+        let record = record_key(b"s", tag::PACKED_SET, &[]).unwrap();
+        server.put(&record, bad);
+        assert_all_damaged(
+            &mut server,
+            &[
+                &["SISMEMBER", "s", "x"],
+                &["SMISMEMBER", "s", "a", "x"],
+                &["SMEMBERS", "s"],
+                &["SCARD", "s"],
+                &["SSCAN", "s", "0"],
+                &["SADD", "s", "c"],
+                &["SREM", "s", "a"],
+                &["SPOP", "s"],
+                &["SMOVE", "s", "t", "a"],
+                &["SUNION", "s", "t"],
+                &["SORT", "s", "ALPHA"],
+            ],
+            &format!("a packed set {what}"),
+            &record,
+        );
+    }
+    // A set's members carry no values.
+    let mut server = Server::new();
+    assert!(same(&server.call(&["SADD", "s", "a"]), &Reply::Integer(1)));
+    let record = record_key(b"s", tag::PACKED_SET, &[]).unwrap();
+    server.put(&record, b"\x01\x01a\x011");
+    assert_all_damaged(
+        &mut server,
+        &[&["SMEMBERS", "s"], &["SISMEMBER", "s", "a"]],
+        "a packed set member with a value",
+        &record,
+    );
+}
+
+#[test]
+fn a_member_record_beside_a_packed_hash() {
+    // A key is packed or a record per member, never both: reading all of it names the stray.
+    let mut server = Server::new();
+    assert!(same(
+        &server.call(&["HSET", "h", "f", "v"]),
+        &Reply::Integer(1)
+    ));
+    let record = record_key(b"h", tag::HASH_FIELD, b"g").unwrap();
+    server.put(&record, b"w");
+    assert_all_damaged(
+        &mut server,
+        &[&["HGETALL", "h"], &["HVALS", "h"]],
+        "a record beside a packed collection",
+        &record,
+    );
+}
+
+#[test]
+fn a_layout_3_database_is_served_and_marked_layout_4() {
+    // Layout 3 had no packed records: its data is served as it is, and its layout record is
+    // rewritten so a server that predates packing refuses it rather than meet one.
+    let mut server = Server::new();
+    assert!(same(
+        &server.call(&["HSET", "h", "f", "v"]),
+        &Reply::Integer(1)
+    ));
+    server.put(LAYOUT_KEY, LAYOUT_3_VALUE.as_bytes());
+    let (dir, reopened) = server.restart();
+    let shared = reopened.unwrap_or_else(|_| panic!("a layout-3 database opens"));
+    let mut session = shared.new_session();
+    let reply = shared.execute(
+        &mut session,
+        &mut Request::from(vec![
+            Bytes::from("HGET"),
+            Bytes::from("h"),
+            Bytes::from("f"),
+        ]),
+    );
+    assert!(same(&reply, &Reply::Bulk(Bytes::from("v"))), "{reply:?}");
+    let layout = shared.db.kvs(KVS).unwrap().get(LAYOUT_KEY).unwrap();
+    assert_eq!(layout.as_deref(), Some(LAYOUT_VALUE.as_bytes()));
+    drop(shared);
+    drop(dir);
 }

@@ -7,15 +7,17 @@
 //! | `0` base `s`                          | the string                  | a string of <= 512 KiB  |
 //! | `0` base `c`                          | length, blob id (2 x 8-byte BE) | a longer string ... |
 //! | `0` base `h` field                    | the field's value           | one hash field          |
+//! | `0` base `H`                          | members and values (`packed`) | a small hash, whole   |
 //! | `0` base `L`                          | head, tail (2 x 8-byte BE)  | a list's bounds         |
 //! | `0` base `l` position (8-byte sortable) | the element               | one list element        |
 //! | `0` base `m` member                   | empty                       | one set member          |
+//! | `0` base `M`                          | members (`packed`)          | a small set, whole      |
 //! | `0` base `z` member                   | score (8-byte BE f64 bits)  | one sorted-set member   |
 //! | `0` base `Z` sortable-score member    | empty                       | the member's rank entry |
 //! | `0` base `0xFE`                       | unix ms (8-byte BE)         | the key's expiry time   |
 //! | `1` unix ms (8-byte BE) base          | empty                       | the expiry queue        |
 //! | `2` stripe (2-byte BE)                | count (8-byte BE)           | live keys of a stripe   |
-//! | `3layout`                             | `shale-redis-layout 3 4096` | this layout's version   |
+//! | `3layout`                             | `shale-redis-layout 4 4096` | this layout's version   |
 //! | `3database`                           | number (2-byte BE)          | the database served     |
 //! | `4` blob id (8-byte BE)               | empty                       | ... its blob, linked    |
 //! | `4` blob id chunk (4-byte BE)         | 512 KiB of it               | ... in chunks           |
@@ -27,8 +29,9 @@
 //! A string longer than 512 KiB is a *blob* (see `blobs`): written chunk by chunk as it arrives,
 //! outside the batch of the command that then links it, so its size is bound neither by memory
 //! nor by the engine's batch limit.
-//! Hash fields, set and sorted-set members and list elements are records of their own: HSET
-//! writes one field, LPUSH one element. Expiry times are records too, and survive restarts; the
+//! Small hashes and sets are one record each (`packed`); a larger one's fields or members,
+//! sorted-set members and list elements are records of their own: HSET writes one field,
+//! LPUSH one element. Expiry times are records too, and survive restarts; the
 //! queue orders them by time so the background expirer finds what is due without a scan. DBSIZE
 //! sums 4,096 per-stripe key counts, kept in the same batch as the writes that change them.
 //!
@@ -40,6 +43,7 @@ mod cleared;
 mod expiry;
 mod hashes;
 mod lists;
+mod packed;
 mod records;
 mod sets;
 mod strings;
@@ -68,6 +72,7 @@ mod damage_tests;
 pub use blobs::{BlobIds, BlobReader, StagedBlob, Upload, CHUNK_BYTES};
 pub use expiry::{expire_due, ExpireCondition};
 pub use lists::{ListEnd, Pivot};
+pub use packed::Packing;
 pub use strings::{SetCondition, SetExpiry, StringInput, StringValue};
 pub use tx::{KeyRecords, Savepoint, Tx, View};
 pub use zsets::{LexBound, Ranked, ScoreBound};
@@ -88,7 +93,11 @@ const LAYOUT_KEY: &[u8] = b"\x03layout";
 const BLOBS: u8 = 4;
 /// Which database a KVS serves (2-byte BE): SWAPDB rewrites it.
 const DATABASE_KEY: &[u8] = b"\x03database";
-const LAYOUT_VALUE: &str = "shale-redis-layout 3 4096";
+const LAYOUT_VALUE: &str = "shale-redis-layout 4 4096";
+/// Layout 3 had no packed collections: its records are layout 4's, and opening it only
+/// rewrites the layout record (a server that predates packing then refuses it, rather than
+/// meeting records it cannot read).
+const LAYOUT_3_VALUE: &str = "shale-redis-layout 3 4096";
 /// Layout 2 kept a long string's chunks under its key, `base d chunk`, and its length alone in
 /// its `c` record; opening such a database moves them into blobs.
 const LAYOUT_2_VALUE: &str = "shale-redis-layout 2 4096";
@@ -101,9 +110,13 @@ mod tag {
     /// Layout 2 kept a long string's chunks under this tag.
     pub const LAYOUT_2_STRING_CHUNK: u8 = b'd';
     pub const HASH_FIELD: u8 = b'h';
+    /// A small hash packed into one record (`packed`).
+    pub const PACKED_HASH: u8 = b'H';
     pub const LIST_BOUNDS: u8 = b'L';
     pub const LIST_ITEM: u8 = b'l';
     pub const SET_MEMBER: u8 = b'm';
+    /// A small set packed into one record (`packed`).
+    pub const PACKED_SET: u8 = b'M';
     pub const ZSET_MEMBER: u8 = b'z';
     pub const ZSET_RANK: u8 = b'Z';
     /// Layout 1 kept a string with a TTL under this tag (expiry, then the string).
@@ -138,9 +151,9 @@ impl KeyType {
     fn of_tag(tag: u8) -> Option<KeyType> {
         match tag {
             tag::STRING | tag::CHUNKED_STRING => Some(KeyType::String),
-            tag::HASH_FIELD => Some(KeyType::Hash),
+            tag::HASH_FIELD | tag::PACKED_HASH => Some(KeyType::Hash),
             tag::LIST_BOUNDS | tag::LIST_ITEM => Some(KeyType::List),
-            tag::SET_MEMBER => Some(KeyType::Set),
+            tag::SET_MEMBER | tag::PACKED_SET => Some(KeyType::Set),
             tag::ZSET_MEMBER | tag::ZSET_RANK => Some(KeyType::ZSet),
             _ => None,
         }
@@ -288,6 +301,10 @@ impl Keyspace {
         // Blobs are swept only in a KVS known to hold Redis data: class `4` means nothing elsewhere.
         match space.kvs.get(LAYOUT_KEY)? {
             Some(value) if value == LAYOUT_VALUE.as_bytes() => blobs::sweep(&space)?,
+            Some(value) if value == LAYOUT_3_VALUE.as_bytes() => {
+                blobs::sweep(&space)?;
+                space.kvs.put(LAYOUT_KEY, LAYOUT_VALUE)?;
+            }
             Some(value) if value == LAYOUT_2_VALUE.as_bytes() => {
                 blobs::sweep(&space)?;
                 upgrade_from_layout_2(&space)?;

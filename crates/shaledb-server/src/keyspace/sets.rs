@@ -1,4 +1,5 @@
-//! Sets: one record per member (`base m member`, empty value).
+//! Sets: a small one packed into one record (`base M`), a larger one a record per member
+//! (`base m member`, empty value).
 
 use super::tx::View;
 use super::{KeyType, Result};

@@ -8,6 +8,7 @@
 
 use super::blobs::{self, BlobReader, StagedBlob};
 use super::cleared::ClearedPrefixes;
+use super::packed::{packed_tag, Packed, Packing};
 use super::records::{Base, Records};
 use super::strings::StringValue;
 use super::Space;
@@ -51,6 +52,8 @@ pub struct Tx<'s> {
     unlinked: Vec<(Arc<Space>, u64)>,
     /// The longest string a command may read whole into memory.
     string_bytes_max: usize,
+    /// When a hash or set is packed into one record.
+    packing: Packing,
     /// Once a savepoint is taken: what each change replaced, oldest first, so a rollback undoes
     /// only what came after it (EXEC takes one per command; copying the writes each time would
     /// make a long transaction quadratic).
@@ -77,6 +80,7 @@ impl<'s> Tx<'s> {
             staged: Vec::new(),
             unlinked: Vec::new(),
             string_bytes_max: usize::MAX,
+            packing: Packing::DEFAULT,
             undo: None,
         }
     }
@@ -84,6 +88,12 @@ impl<'s> Tx<'s> {
     /// Makes reads of strings longer than `bytes` whole fail (`View::get_string`).
     pub fn holding_strings_up_to(mut self, bytes: usize) -> Self {
         self.string_bytes_max = bytes;
+        self
+    }
+
+    /// Packs hashes and sets as `packing` says (default: [`Packing::DEFAULT`]).
+    pub fn packing(mut self, packing: Packing) -> Self {
+        self.packing = packing;
         self
     }
 
@@ -360,6 +370,7 @@ impl<'t, 's> View<'t, 's> {
         let prefix_len = start.len();
         let mut members = Vec::new();
         let mut first = true;
+        let mut packed = false;
         for item in self.records(start, key_end(key), true) {
             let (record, value) = item?;
             let record_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
@@ -385,49 +396,135 @@ impl<'t, 's> View<'t, 's> {
                 }
                 return Err(super::Failure::WrongType);
             }
+            if packed {
+                return Err(damaged("a record beside a packed collection", &record));
+            }
             if record_tag == member_tag {
                 members.push((record.slice(prefix_len + 1..), value));
+            } else if Some(record_tag) == packed_tag(kind) {
+                members = Packed::decode(&record, &value, kind)?.into_entries();
+                packed = true;
             }
         }
         Ok(members)
     }
 
+    /// The value of `member` of the collection `key` (a `kind`), if it has it and is live.
+    /// A packed record is looked for first: for a small collection that one read answers.
+    pub(super) fn member_value(
+        &self,
+        key: &[u8],
+        kind: KeyType,
+        member: &[u8],
+    ) -> Result<Option<Bytes>> {
+        if let Some(packed_tag) = packed_tag(kind) {
+            let packed = record_key(key, packed_tag, &[])?;
+            if let Some(value) = self.record(&packed)? {
+                if !self.live_or_check(key, true, kind)? {
+                    return Ok(None);
+                }
+                return Packed::find(&packed, &value, kind, member);
+            }
+        }
+        let value = self.record(&record_key(key, member_tag(kind)?, member)?)?;
+        let live = self.live_or_check(key, value.is_some(), kind)?;
+        Ok(value.filter(|_| live))
+    }
+
     /// Whether the collection `key` (a `kind`: hash, set or sorted set) has `member`.
     pub fn has_member(&self, key: &[u8], kind: KeyType, member: &[u8]) -> Result<bool> {
+        if packed_tag(kind).is_some() {
+            return Ok(self.member_value(key, kind, member)?.is_some());
+        }
         let found = self.record_exists(&record_key(key, member_tag(kind)?, member)?)?;
         self.live_or_check(key, found, kind)
     }
 
     /// The members of the collection `key` (hash fields, set members, sorted-set members), in
-    /// byte order, read from the index alone.
+    /// byte order, read from the index alone (or a packed record).
     pub fn member_names(&self, key: &[u8], kind: KeyType) -> Result<Vec<Bytes>> {
-        if !self.check_type(key, kind)? {
-            return Ok(Vec::new());
+        match self.collection(key, kind)? {
+            None => Ok(Vec::new()),
+            Some(Members::Packed(packed)) => Ok(packed
+                .into_entries()
+                .into_iter()
+                .map(|(member, _)| member)
+                .collect()),
+            Some(Members::Records) => {
+                let member_tag = member_tag(kind)?;
+                let prefix_len = record_key(key, member_tag, &[])?.len();
+                let mut names = Vec::new();
+                for item in self.members(key, member_tag, false)? {
+                    names.push(item?.0.slice(prefix_len..));
+                }
+                Ok(names)
+            }
         }
-        let member_tag = member_tag(kind)?;
-        let prefix_len = record_key(key, member_tag, &[])?.len();
-        let mut names = Vec::new();
-        for item in self.members(key, member_tag, false)? {
-            names.push(item?.0.slice(prefix_len..));
-        }
-        Ok(names)
     }
 
-    /// How many members the collection `key` has (a walk of the index, no device reads).
+    /// How many members the collection `key` has (a walk of the index, no device reads, or
+    /// its packed record).
     pub fn member_count(&self, key: &[u8], kind: KeyType) -> Result<usize> {
-        if !self.check_type(key, kind)? {
-            return Ok(0);
+        match self.collection(key, kind)? {
+            None => Ok(0),
+            Some(Members::Packed(packed)) => Ok(packed.len()),
+            Some(Members::Records) => {
+                let mut count = 0;
+                for item in self.members(key, member_tag(kind)?, false)? {
+                    item?;
+                    count += 1;
+                }
+                Ok(count)
+            }
         }
-        let mut count = 0;
-        for item in self.members(key, member_tag(kind)?, false)? {
-            item?;
-            count += 1;
+    }
+
+    /// How the live collection `key` holds its members, for a reader: `None` when it is missing
+    /// or past its expiry, WRONGTYPE when it is another type.
+    fn collection(&self, key: &[u8], kind: KeyType) -> Result<Option<Members>> {
+        let Some((found, first_tag)) = self.stored_tag(key)? else {
+            return Ok(None);
+        };
+        if self.has_expired(key)? {
+            return Ok(None);
         }
-        Ok(count)
+        if found != kind {
+            return Err(super::Failure::WrongType);
+        }
+        self.members_as(key, kind, first_tag).map(Some)
+    }
+
+    /// For a writer: like [`View::collection`], and a key past its expiry is removed first.
+    fn prepare_collection(&mut self, key: &[u8], kind: KeyType) -> Result<Option<Members>> {
+        let Some((found, first_tag)) = self.stored_tag(key)? else {
+            return Ok(None);
+        };
+        if self.has_expired(key)? {
+            self.remove_key(key)?;
+            return Ok(None);
+        }
+        if found != kind {
+            return Err(super::Failure::WrongType);
+        }
+        self.members_as(key, kind, first_tag).map(Some)
+    }
+
+    /// How the collection `key`, whose first record has tag `first_tag`, holds its members.
+    fn members_as(&self, key: &[u8], kind: KeyType, first_tag: u8) -> Result<Members> {
+        if Some(first_tag) != packed_tag(kind) {
+            return Ok(Members::Records);
+        }
+        let record = record_key(key, first_tag, &[])?;
+        let value = self
+            .record(&record)?
+            .ok_or_else(|| damaged("a packed collection vanished", &record))?;
+        Ok(Members::Packed(Packed::decode(&record, &value, kind)?))
     }
 
     /// Sets members of the collection `key` (hash fields with their values, set members with
     /// empty ones); returns how many were new. With `only_new`, existing members are left alone.
+    /// A new collection is packed if it fits the transaction's [`Packing`]; a packed one that
+    /// outgrows it becomes one record per member.
     pub fn put_members(
         &mut self,
         key: &[u8],
@@ -436,29 +533,86 @@ impl<'t, 's> View<'t, 's> {
         only_new: bool,
     ) -> Result<usize> {
         let member_tag = plain_member_tag(kind)?;
-        let existed = self.prepare(key, kind)?;
+        // Every member must fit a record of its own, which a packed one may become.
+        for (field, _) in pairs {
+            record_key(key, member_tag, field)?;
+        }
+        let existing = self.prepare_collection(key, kind)?;
+        let added = match existing {
+            Some(Members::Records) => self.put_member_records(key, member_tag, pairs, only_new)?,
+            Some(Members::Packed(packed)) => self.put_packed(key, kind, packed, pairs, only_new)?,
+            None => {
+                let added = self.put_packed(key, kind, Packed::default(), pairs, only_new)?;
+                if added > 0 {
+                    self.created(key);
+                }
+                added
+            }
+        };
+        if added > 0 || !only_new {
+            self.touch(key);
+        }
+        Ok(added)
+    }
+
+    /// `put_members` on a collection of one record per member.
+    fn put_member_records(
+        &mut self,
+        key: &[u8],
+        member_tag: u8,
+        pairs: &[(Bytes, Bytes)],
+        only_new: bool,
+    ) -> Result<usize> {
         let mut added = 0;
         for (field, value) in pairs {
             let record = record_key(key, member_tag, field)?;
-            // A key that did not exist has no members but those this command wrote (a field
-            // named twice): no index probe per member (ten of them in a YCSB insert).
-            let present = if existed {
-                self.record_exists(&record)?
-            } else {
-                matches!(self.pending(&record), Some(Some(_)))
-            };
-            if !present {
+            if !self.record_exists(&record)? {
                 added += 1;
             } else if only_new {
                 continue;
             }
             self.put_record(record, value.clone());
         }
-        if !existed && added > 0 {
-            self.created(key);
+        Ok(added)
+    }
+
+    /// `put_members` on a packed collection (empty for a new key): rewrites its record, or
+    /// writes one record per member once it no longer fits.
+    fn put_packed(
+        &mut self,
+        key: &[u8],
+        kind: KeyType,
+        mut packed: Packed,
+        pairs: &[(Bytes, Bytes)],
+        only_new: bool,
+    ) -> Result<usize> {
+        let was_packed = !packed.is_empty();
+        let mut added = 0;
+        let mut changed = false;
+        for (field, value) in pairs {
+            if only_new && packed.contains(field) {
+                continue;
+            }
+            changed = true;
+            if packed.insert(field.clone(), value.clone()) {
+                added += 1;
+            }
         }
-        if added > 0 || !only_new {
-            self.touch(key);
+        if !changed {
+            return Ok(0);
+        }
+        let packed_tag = packed_tag(kind).expect("only hashes and sets are packed");
+        let packed_record = record_key(key, packed_tag, &[])?;
+        if packed.fits(self.tx.packing) {
+            self.put_record(packed_record, packed.encode());
+            return Ok(added);
+        }
+        if was_packed {
+            self.delete_record(&packed_record);
+        }
+        let member_tag = plain_member_tag(kind)?;
+        for (member, value) in packed.into_entries() {
+            self.put_record(record_key(key, member_tag, &member)?, value);
         }
         Ok(added)
     }
@@ -472,22 +626,56 @@ impl<'t, 's> View<'t, 's> {
         members: &[Bytes],
     ) -> Result<usize> {
         let member_tag = plain_member_tag(kind)?;
-        if !self.prepare(key, kind)? {
-            return Ok(0);
-        }
         let mut removed = 0;
-        for member in members {
-            let record = record_key(key, member_tag, member)?;
-            if self.record_exists(&record)? {
-                self.delete_record(&record);
-                removed += 1;
+        match self.prepare_collection(key, kind)? {
+            None => return Ok(0),
+            Some(Members::Records) => {
+                for member in members {
+                    let record = record_key(key, member_tag, member)?;
+                    if self.record_exists(&record)? {
+                        self.delete_record(&record);
+                        removed += 1;
+                    }
+                }
+                if removed > 0 {
+                    self.touch(key);
+                    self.remove_if_no_members(key, member_tag)?;
+                }
+            }
+            Some(Members::Packed(mut packed)) => {
+                for member in members {
+                    removed += usize::from(packed.remove(member));
+                }
+                if removed > 0 {
+                    self.touch(key);
+                    if packed.is_empty() {
+                        self.remove_key(key)?;
+                    } else {
+                        let packed_tag = packed_tag(kind).expect("only hashes and sets are packed");
+                        self.put_record(record_key(key, packed_tag, &[])?, packed.encode());
+                    }
+                }
             }
         }
-        if removed > 0 {
-            self.touch(key);
-            self.remove_if_no_members(key, member_tag)?;
-        }
         Ok(removed)
+    }
+
+    /// How `key` stores its value (OBJECT ENCODING): `packed` for a hash or set in one record,
+    /// `records` for everything else; `None` when it does not exist.
+    pub fn encoding(&self, key: &[u8]) -> Result<Option<&'static str>> {
+        let Some((_, first_tag)) = self.stored_tag(key)? else {
+            return Ok(None);
+        };
+        if self.has_expired(key)? {
+            return Ok(None);
+        }
+        Ok(Some(
+            if [tag::PACKED_HASH, tag::PACKED_SET].contains(&first_tag) {
+                "packed"
+            } else {
+                "records"
+            },
+        ))
     }
 
     /// Removes `key` if it has no records of tag `tag` left (a collection emptied by a write).
@@ -542,13 +730,19 @@ impl<'t, 's> View<'t, 's> {
 
     /// The type of `key` as its first record's tag says, whether or not it has expired.
     fn stored_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
+        Ok(self.stored_tag(key)?.map(|(kind, _)| kind))
+    }
+
+    /// The type of `key` and the tag of its first record that names it (else damage), whether
+    /// or not it has expired.
+    fn stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
         let start = base(key);
         let prefix_len = start.len();
         let Some(record) = self.first_record_key(start, key_end(key))? else {
             return Ok(None);
         };
         let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
-        type_of_tag(first_tag, &record).map(Some)
+        Ok(Some((type_of_tag(first_tag, &record)?, first_tag)))
     }
 
     /// The first record key from `start` (inclusive) to `end` (exclusive).
@@ -800,6 +994,12 @@ impl<'t, 's> View<'t, 's> {
     }
 }
 
+/// Where a collection's members are: in one packed record, or one record each.
+enum Members {
+    Packed(Packed),
+    Records,
+}
+
 /// The tag of the records holding a collection's members, by which they are counted, found and
 /// removed alike; strings and lists have no members.
 fn member_tag(kind: KeyType) -> Result<u8> {
@@ -861,9 +1061,9 @@ impl View<'_, '_> {
         count: usize,
     ) -> Result<MemberPage> {
         let member_tag = member_tag(kind)?;
-        if !self.check_type(key, kind)? {
+        let Some(members) = self.collection(key, kind)? else {
             return Ok((Vec::new(), None));
-        }
+        };
         let prefix = record_key(key, member_tag, &[])?;
         let start = if resume.is_empty() {
             prefix.clone()
@@ -872,6 +1072,16 @@ impl View<'_, '_> {
         } else {
             return Err(super::Failure::Invalid("ERR invalid cursor".into()));
         };
+        if let Members::Packed(packed) = members {
+            // Pages as the records would: from the member the cursor names, `count` at a time.
+            let rest = packed.entries_from(&start[prefix.len()..]);
+            let page = rest[..rest.len().min(count)].to_vec();
+            let next = match rest.get(count) {
+                Some((member, _)) => Some(record_key(key, member_tag, member)?),
+                None => None,
+            };
+            return Ok((page, next));
+        }
         let values = kind != KeyType::Set;
         let mut out = Vec::new();
         for item in self.records(start, record_key(key, member_tag + 1, &[])?, values) {
@@ -1043,6 +1253,194 @@ mod tests {
     }
 
     #[test]
+    fn hashes_and_sets_answer_as_a_model_whether_packed_or_not() {
+        // Random writes and reads of a few hashes and sets under three packings: never, a tiny
+        // one that collections outgrow and shrink back under, and the default. Every read must
+        // answer as a map would; a collection is packed exactly while it has never outgrown
+        // the packing since it was created.
+        let tiny = Packing {
+            members_max: 4,
+            bytes_max: 40,
+        };
+        for packing in [Packing::NEVER, tiny, Packing::DEFAULT] {
+            let dir = tempfile::tempdir().unwrap();
+            let (_db, keyspace) = open(dir.path());
+            let spaces = std::slice::from_ref(&keyspace);
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = move |below: u64| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed % below
+            };
+            // key -> (kind, members, outgrew the packing since created)
+            let mut model: BTreeMap<Vec<u8>, (KeyType, BTreeMap<Bytes, Bytes>, bool)> =
+                BTreeMap::new();
+            // Keys past their expiry that no write has removed yet: DBSIZE counts them.
+            let mut lingering: BTreeSet<Vec<u8>> = BTreeSet::new();
+            let keys: [(&[u8], KeyType); 4] = [
+                (b"h1", KeyType::Hash),
+                (b"h2", KeyType::Hash),
+                (b"s1", KeyType::Set),
+                (b"s2", KeyType::Set),
+            ];
+            for round in 0..300 {
+                let mut tx = Tx::new(spaces).packing(packing);
+                for _ in 0..1 + next(3) {
+                    let (key, kind) = keys[next(4) as usize];
+                    let member = |n: u64| Bytes::from(format!("m{n}"));
+                    let mut view = tx.on(0);
+                    let expiring = next(10);
+                    if expiring < 9 {
+                        lingering.remove(key);
+                    }
+                    match expiring {
+                        0..=4 => {
+                            let pairs: Vec<(Bytes, Bytes)> = (0..1 + next(4))
+                                .map(|_| {
+                                    let value = match kind {
+                                        KeyType::Set => Bytes::new(),
+                                        _ => Bytes::from(vec![b'v'; next(12) as usize]),
+                                    };
+                                    (member(next(10)), value)
+                                })
+                                .collect();
+                            let only_new = next(3) == 0;
+                            let entry =
+                                model
+                                    .entry(key.to_vec())
+                                    .or_insert((kind, BTreeMap::new(), false));
+                            let mut added = 0;
+                            for (field, value) in &pairs {
+                                if only_new && entry.1.contains_key(field) {
+                                    continue;
+                                }
+                                if entry.1.insert(field.clone(), value.clone()).is_none() {
+                                    added += 1;
+                                }
+                            }
+                            let encoded: usize = 1 + entry
+                                .1
+                                .iter()
+                                .map(|(m, v)| 2 + m.len() + v.len())
+                                .sum::<usize>();
+                            if entry.1.len() > packing.members_max || encoded > packing.bytes_max {
+                                entry.2 = true;
+                            }
+                            if entry.1.is_empty() {
+                                model.remove(key);
+                            }
+                            assert_eq!(
+                                view.put_members(key, kind, &pairs, only_new).unwrap(),
+                                added
+                            );
+                        }
+                        5..=7 => {
+                            let members: Vec<Bytes> =
+                                (0..1 + next(3)).map(|_| member(next(10))).collect();
+                            let mut removed = 0;
+                            if let Some(entry) = model.get_mut(key) {
+                                for m in &members {
+                                    removed += usize::from(entry.1.remove(m).is_some());
+                                }
+                                if entry.1.is_empty() {
+                                    model.remove(key);
+                                }
+                            }
+                            assert_eq!(view.remove_members(key, kind, &members).unwrap(), removed);
+                        }
+                        8 => {
+                            if view.remove_key(key).unwrap() {
+                                model.remove(key);
+                            }
+                        }
+                        _ => {
+                            // Expires the key: it reads as missing, and the next write starts
+                            // a new collection.
+                            if model.remove(key).is_some() {
+                                lingering.insert(key.to_vec());
+                                let at = view.expires_at(key).unwrap();
+                                view.write_expiry(key, at, Some(1)).unwrap();
+                            }
+                        }
+                    }
+                }
+                if next(2) == 0 {
+                    tx.commit().unwrap();
+                    tx = Tx::new(spaces).packing(packing);
+                }
+                let view = tx.on(0);
+                for (key, kind) in keys {
+                    let context = format!("{key:?} in round {round} under {packing:?}");
+                    let expected = model.get(key);
+                    let pairs: Vec<(Bytes, Bytes)> = expected
+                        .map(|(_, members, _)| {
+                            members
+                                .iter()
+                                .map(|(m, v)| (m.clone(), v.clone()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    assert_eq!(
+                        view.members_with_values(key, kind).unwrap(),
+                        pairs,
+                        "{context}"
+                    );
+                    let names: Vec<Bytes> = pairs.iter().map(|(m, _)| m.clone()).collect();
+                    assert_eq!(view.member_names(key, kind).unwrap(), names, "{context}");
+                    assert_eq!(
+                        view.member_count(key, kind).unwrap(),
+                        pairs.len(),
+                        "{context}"
+                    );
+                    for n in 0..10 {
+                        let m = format!("m{n}");
+                        let value = pairs.iter().find(|(p, _)| p == m.as_bytes());
+                        assert_eq!(
+                            view.member_value(key, kind, m.as_bytes()).unwrap(),
+                            value.map(|(_, v)| v.clone()),
+                            "{context} {m}"
+                        );
+                        assert_eq!(
+                            view.has_member(key, kind, m.as_bytes()).unwrap(),
+                            value.is_some(),
+                            "{context} {m}"
+                        );
+                    }
+                    // Paged three at a time, the pages join into the whole.
+                    let mut paged = Vec::new();
+                    let mut resume = Vec::new();
+                    loop {
+                        let (page, next_page) = view.scan_members(key, kind, &resume, 3).unwrap();
+                        assert!(page.len() <= 3, "{context}");
+                        paged.extend(page);
+                        match next_page {
+                            Some(next_page) => resume = next_page,
+                            None => break,
+                        }
+                    }
+                    assert_eq!(paged, pairs, "{context}");
+                    let encoding = view.encoding(key).unwrap();
+                    let expected_encoding = expected.map(|(_, _, outgrew)| {
+                        if *outgrew || packing == Packing::NEVER {
+                            "records"
+                        } else {
+                            "packed"
+                        }
+                    });
+                    assert_eq!(encoding, expected_encoding, "{context}");
+                }
+                tx.commit().unwrap();
+                assert_eq!(
+                    keyspace.key_count(),
+                    (model.len() + lingering.len()) as u64,
+                    "round {round}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn rollbacks_restore_what_a_copy_taken_at_the_savepoint_held() {
         let dir = tempfile::tempdir().unwrap();
         let (_db, keyspace) = open(dir.path());
@@ -1110,70 +1508,72 @@ mod tests {
     }
 
     #[test]
-    fn members_with_values_reads_as_a_type_check_then_a_range_would() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_db, keyspace) = open(dir.path());
-        let spaces = std::slice::from_ref(&keyspace);
-        let fields = [
-            (Bytes::from("a"), Bytes::from("1")),
-            (Bytes::from("b"), Bytes::from("2")),
-        ];
-        let far = u64::MAX / 2;
-        let mut tx = Tx::new(spaces);
-        let mut view = tx.on(0);
-        for key in [&b"hash"[..], b"lasting", b"expired"] {
-            view.put_members(key, KeyType::Hash, &fields, false)
-                .unwrap();
-        }
-        view.write_expiry(b"lasting", None, Some(far)).unwrap();
-        view.write_expiry(b"expired", None, Some(1)).unwrap();
-        view.set_string(b"string", &b"v"[..], SetExpiry::Clear)
-            .unwrap();
-        view.set_string(b"old string", &b"v"[..], SetExpiry::At(1))
-            .unwrap();
-        let keys: [&[u8]; 6] = [
-            b"hash",
-            b"lasting",
-            b"expired",
-            b"string",
-            b"old string",
-            b"missing",
-        ];
-        // Through the uncommitted writes, then committed.
-        for round in 0..2 {
-            let view = tx.on(0);
-            for key in keys {
-                let fused = view.members_with_values(key, KeyType::Hash);
-                let separate = view.check_type(key, KeyType::Hash).and_then(|live| {
-                    if !live {
-                        return Ok(Vec::new());
-                    }
-                    let prefix_len = record_key(key, tag::HASH_FIELD, &[])?.len();
-                    let mut pairs = Vec::new();
-                    for item in view.members(key, tag::HASH_FIELD, true)? {
-                        let (record, value) = item?;
-                        pairs.push((record.slice(prefix_len..), value));
-                    }
-                    Ok(pairs)
-                });
-                assert_eq!(
-                    format!("{fused:?}"),
-                    format!("{separate:?}"),
-                    "key {key:?}, round {round}"
-                );
+    fn members_with_values_reads_as_a_type_check_then_a_page_of_members_would() {
+        // Hashes of one record per field, then packed ones.
+        for packing in [Packing::NEVER, Packing::DEFAULT] {
+            let dir = tempfile::tempdir().unwrap();
+            let (_db, keyspace) = open(dir.path());
+            let spaces = std::slice::from_ref(&keyspace);
+            let fields = [
+                (Bytes::from("a"), Bytes::from("1")),
+                (Bytes::from("b"), Bytes::from("2")),
+            ];
+            let far = u64::MAX / 2;
+            let mut tx = Tx::new(spaces).packing(packing);
+            let mut view = tx.on(0);
+            for key in [&b"hash"[..], b"lasting", b"expired"] {
+                view.put_members(key, KeyType::Hash, &fields, false)
+                    .unwrap();
             }
-            let expected: Vec<(Bytes, Bytes)> = fields.to_vec();
-            assert_eq!(
-                view.members_with_values(b"lasting", KeyType::Hash).unwrap(),
-                expected
-            );
-            assert!(matches!(
-                view.members_with_values(b"string", KeyType::Hash),
-                Err(super::super::Failure::WrongType)
-            ));
-            std::mem::replace(&mut tx, Tx::new(spaces))
-                .commit()
+            view.write_expiry(b"lasting", None, Some(far)).unwrap();
+            view.write_expiry(b"expired", None, Some(1)).unwrap();
+            view.set_string(b"string", &b"v"[..], SetExpiry::Clear)
                 .unwrap();
+            view.set_string(b"old string", &b"v"[..], SetExpiry::At(1))
+                .unwrap();
+            assert_eq!(
+                view.encoding(b"hash").unwrap(),
+                Some(if packing == Packing::NEVER {
+                    "records"
+                } else {
+                    "packed"
+                })
+            );
+            let keys: [&[u8]; 6] = [
+                b"hash",
+                b"lasting",
+                b"expired",
+                b"string",
+                b"old string",
+                b"missing",
+            ];
+            // Through the uncommitted writes, then committed.
+            for round in 0..2 {
+                let view = tx.on(0);
+                for key in keys {
+                    let fused = view.members_with_values(key, KeyType::Hash);
+                    let separate = view
+                        .scan_members(key, KeyType::Hash, b"", usize::MAX)
+                        .map(|(page, _)| page);
+                    assert_eq!(
+                        format!("{fused:?}"),
+                        format!("{separate:?}"),
+                        "key {key:?}, round {round}, {packing:?}"
+                    );
+                }
+                let expected: Vec<(Bytes, Bytes)> = fields.to_vec();
+                assert_eq!(
+                    view.members_with_values(b"lasting", KeyType::Hash).unwrap(),
+                    expected
+                );
+                assert!(matches!(
+                    view.members_with_values(b"string", KeyType::Hash),
+                    Err(super::super::Failure::WrongType)
+                ));
+                std::mem::replace(&mut tx, Tx::new(spaces).packing(packing))
+                    .commit()
+                    .unwrap();
+            }
         }
     }
 
