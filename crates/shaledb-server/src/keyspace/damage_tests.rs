@@ -460,76 +460,82 @@ fn a_record_of_another_type_among_a_hashs_fields() {
 #[test]
 fn a_packed_hash_or_set_that_is_not_a_packing() {
     // Each malformed value is named by every command that reads or writes the collection.
-    let cases: [(&[u8], &str); 5] = [
-        (b"", "without a member count"),
-        (b"\x00", "with no members"),
-        (b"\x02\x01a\x011\x01b", "cut short"),
-        (b"\x02\x01b\x00\x01a\x00", "with members out of order"),
-        (b"\x01\x01a\x011\x00", "with bytes after its last member"),
-    ];
-    for (bad, what) in cases {
-        let mut server = Server::new();
-        assert!(same(
-            &server.call(&["HSET", "h", "f", "v", "g", "w"]),
-            &Reply::Integer(2)
-        ));
-        let record = record_key(b"h", tag::PACKED_HASH, &[]).unwrap();
-        server.put(&record, bad);
-        assert_all_damaged(
-            &mut server,
-            &[
-                &["HGET", "h", "f"],
-                &["HMGET", "h", "f", "x"],
-                &["HEXISTS", "h", "x"],
-                &["HGETALL", "h"],
-                &["HKEYS", "h"],
-                &["HVALS", "h"],
-                &["HLEN", "h"],
-                &["HSCAN", "h", "0"],
-                &["HSET", "h", "f", "1"],
-                &["HSETNX", "h", "x", "1"],
-                &["HINCRBY", "h", "n", "1"],
-                &["HDEL", "h", "f"],
-                &["HRANDFIELD", "h"],
-            ],
-            &format!("a packed hash {what}"),
-            &record,
-        );
-    }
-    // The same damage where a set's members carry no values.
-    let set_cases: [(&[u8], &str); 5] = [
-        (b"", "without a member count"),
-        (b"\x00", "with no members"),
-        (b"\x02\x01a\x00\x01b", "cut short"),
-        (b"\x02\x01b\x00\x01a\x00", "with members out of order"),
-        (b"\x01\x01a\x00\x00", "with bytes after its last member"),
-    ];
-    for (bad, what) in set_cases {
-        let mut server = Server::new();
-        assert!(same(
-            &server.call(&["SADD", "s", "a", "b"]),
-            &Reply::Integer(2)
-        ));
-        let record = record_key(b"s", tag::PACKED_SET, &[]).unwrap();
-        server.put(&record, bad);
-        assert_all_damaged(
-            &mut server,
-            &[
-                &["SISMEMBER", "s", "x"],
-                &["SMISMEMBER", "s", "a", "x"],
-                &["SMEMBERS", "s"],
-                &["SCARD", "s"],
-                &["SSCAN", "s", "0"],
-                &["SADD", "s", "c"],
-                &["SREM", "s", "a"],
-                &["SPOP", "s"],
-                &["SMOVE", "s", "t", "a"],
-                &["SUNION", "s", "t"],
-                &["SORT", "s", "ALPHA"],
-            ],
-            &format!("a packed set {what}"),
-            &record,
-        );
+    // (create, record, commands, [(value, damage)]): a set's members carry no values.
+    type Case<'a> = (
+        &'a [&'a str],
+        Vec<u8>,
+        &'a [&'a [&'a str]],
+        [(&'a [u8], &'a str); 5],
+    );
+    let hash: Case = (
+        &["HSET", "k", "f", "v", "g", "w"],
+        record_key(b"k", tag::PACKED_HASH, &[]).unwrap(),
+        &[
+            &["HGET", "k", "f"],
+            &["HMGET", "k", "f", "x"],
+            &["HEXISTS", "k", "x"],
+            &["HGETALL", "k"],
+            &["HKEYS", "k"],
+            &["HVALS", "k"],
+            &["HLEN", "k"],
+            &["HSCAN", "k", "0"],
+            &["HSET", "k", "f", "1"],
+            &["HSETNX", "k", "x", "1"],
+            &["HINCRBY", "k", "n", "1"],
+            &["HDEL", "k", "f"],
+            &["HRANDFIELD", "k"],
+        ],
+        [
+            (b"", "a packed hash without a member count"),
+            (b"\x00", "a packed hash with no members"),
+            (b"\x02\x01a\x011\x01b", "a packed hash cut short"),
+            (
+                b"\x02\x01b\x00\x01a\x00",
+                "a packed hash with members out of order",
+            ),
+            (
+                b"\x01\x01a\x011\x00",
+                "a packed hash with bytes after its last member",
+            ),
+        ],
+    );
+    let set: Case = (
+        &["SADD", "k", "a", "b"],
+        record_key(b"k", tag::PACKED_SET, &[]).unwrap(),
+        &[
+            &["SISMEMBER", "k", "x"],
+            &["SMISMEMBER", "k", "a", "x"],
+            &["SMEMBERS", "k"],
+            &["SCARD", "k"],
+            &["SSCAN", "k", "0"],
+            &["SADD", "k", "c"],
+            &["SREM", "k", "a"],
+            &["SPOP", "k"],
+            &["SMOVE", "k", "t", "a"],
+            &["SUNION", "k", "t"],
+            &["SORT", "k", "ALPHA"],
+        ],
+        [
+            (b"", "a packed set without a member count"),
+            (b"\x00", "a packed set with no members"),
+            (b"\x02\x01a\x00\x01b", "a packed set cut short"),
+            (
+                b"\x02\x01b\x00\x01a\x00",
+                "a packed set with members out of order",
+            ),
+            (
+                b"\x01\x01a\x00\x00",
+                "a packed set with bytes after its last member",
+            ),
+        ],
+    );
+    for (create, record, commands, cases) in [hash, set] {
+        for (bad, what) in cases {
+            let mut server = Server::new();
+            assert!(same(&server.call(create), &Reply::Integer(2)));
+            server.put(&record, bad);
+            assert_all_damaged(&mut server, commands, what, &record);
+        }
     }
     // A set's members carry no values.
     let mut server = Server::new();

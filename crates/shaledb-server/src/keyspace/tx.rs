@@ -482,31 +482,16 @@ impl<'t, 's> View<'t, 's> {
     /// How the live collection `key` holds its members, for a reader: `None` when it is missing
     /// or past its expiry, WRONGTYPE when it is another type.
     fn collection(&self, key: &[u8], kind: KeyType) -> Result<Option<Members>> {
-        let Some((found, first_tag)) = self.stored_tag(key)? else {
-            return Ok(None);
-        };
-        if self.has_expired(key)? {
-            return Ok(None);
-        }
-        if found != kind {
-            return Err(super::Failure::WrongType);
-        }
-        self.members_as(key, kind, first_tag).map(Some)
+        self.live_tag(key, kind)?
+            .map(|first_tag| self.members_as(key, kind, first_tag))
+            .transpose()
     }
 
     /// For a writer: like [`View::collection`], and a key past its expiry is removed first.
     fn prepare_collection(&mut self, key: &[u8], kind: KeyType) -> Result<Option<Members>> {
-        let Some((found, first_tag)) = self.stored_tag(key)? else {
-            return Ok(None);
-        };
-        if self.has_expired(key)? {
-            self.remove_key(key)?;
-            return Ok(None);
-        }
-        if found != kind {
-            return Err(super::Failure::WrongType);
-        }
-        self.members_as(key, kind, first_tag).map(Some)
+        self.prepare_tag(key, kind)?
+            .map(|first_tag| self.members_as(key, kind, first_tag))
+            .transpose()
     }
 
     /// How the collection `key`, whose first record has tag `first_tag`, holds its members.
@@ -799,27 +784,49 @@ impl<'t, 's> View<'t, 's> {
 
     /// For a reader: whether `key` exists as a `kind`; WRONGTYPE if it holds another type.
     pub fn check_type(&self, key: &[u8], kind: KeyType) -> Result<bool> {
-        match self.key_type(key)? {
-            None => Ok(false),
-            Some(found) if found == kind => Ok(true),
-            Some(_) => Err(super::Failure::WrongType),
-        }
+        Ok(self.live_tag(key, kind)?.is_some())
     }
 
     /// For a writer: like [`View::check_type`], and a key past its expiry is removed first, so
     /// what follows starts from an empty key.
     pub fn prepare(&mut self, key: &[u8], kind: KeyType) -> Result<bool> {
-        let Some(found) = self.stored_type(key)? else {
-            return Ok(false);
+        Ok(self.prepare_tag(key, kind)?.is_some())
+    }
+
+    /// The tag of the first record of `key` if it is a live `kind`; `None` when it is missing
+    /// or past its expiry; WRONGTYPE when it holds another type.
+    fn live_tag(&self, key: &[u8], kind: KeyType) -> Result<Option<u8>> {
+        match self.stored_as(key, kind)? {
+            Stored::Live(first_tag) => Ok(Some(first_tag)),
+            Stored::Missing | Stored::Expired => Ok(None),
+        }
+    }
+
+    /// Like [`View::live_tag`], removing a key past its expiry first.
+    fn prepare_tag(&mut self, key: &[u8], kind: KeyType) -> Result<Option<u8>> {
+        match self.stored_as(key, kind)? {
+            Stored::Live(first_tag) => Ok(Some(first_tag)),
+            Stored::Expired => {
+                self.remove_key(key)?;
+                Ok(None)
+            }
+            Stored::Missing => Ok(None),
+        }
+    }
+
+    /// Whether `key` is stored, past its expiry, or live as a `kind` (WRONGTYPE if live as
+    /// another type).
+    fn stored_as(&self, key: &[u8], kind: KeyType) -> Result<Stored> {
+        let Some((found, first_tag)) = self.stored_tag(key)? else {
+            return Ok(Stored::Missing);
         };
         if self.has_expired(key)? {
-            self.remove_key(key)?;
-            return Ok(false);
+            return Ok(Stored::Expired);
         }
         if found != kind {
             return Err(super::Failure::WrongType);
         }
-        Ok(true)
+        Ok(Stored::Live(first_tag))
     }
 
     /// Deletes every record of `key`; returns whether it existed (and had not expired).
@@ -992,6 +999,14 @@ impl<'t, 's> View<'t, 's> {
         }
         Ok(None)
     }
+}
+
+/// What is stored under a key, as a writer or reader of one type finds it.
+enum Stored {
+    Missing,
+    Expired,
+    /// Live, of the type asked for; its first record's tag.
+    Live(u8),
 }
 
 /// Where a collection's members are: in one packed record, or one record each.
