@@ -64,7 +64,8 @@ pub(super) struct Packed {
 impl Packed {
     /// Reads the value of the packed record `record`; its members and values are slices of it.
     pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Packed> {
-        let mut entries = Vec::new();
+        // The count leads the record (`walk` checks it): no regrowth while collecting.
+        let mut entries = Vec::with_capacity(read_length(value, &mut 0).unwrap_or(0).min(1024));
         let entry_bytes = walk(record, value, kind, |member, member_value| {
             entries.push((value.slice_ref(member), value.slice_ref(member_value)));
         })?;
