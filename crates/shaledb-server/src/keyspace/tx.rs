@@ -417,8 +417,8 @@ impl<'t, 's> View<'t, 's> {
         kind: KeyType,
         member: &[u8],
     ) -> Result<Option<Bytes>> {
-        if let Some(packed_tag) = packed_tag(kind) {
-            let packed = record_key(key, packed_tag, &[])?;
+        if packed_tag(kind).is_some() {
+            let packed = packed_key(key, kind)?;
             if let Some(value) = self.record(&packed)? {
                 if !self.live_or_check(key, true, kind)? {
                     return Ok(None);
@@ -586,8 +586,7 @@ impl<'t, 's> View<'t, 's> {
         if !changed {
             return Ok(0);
         }
-        let packed_tag = packed_tag(kind).expect("only hashes and sets are packed");
-        let packed_record = record_key(key, packed_tag, &[])?;
+        let packed_record = packed_key(key, kind)?;
         if packed.fits(self.tx.packing) {
             self.put_record(packed_record, packed.encode());
             return Ok(added);
@@ -636,8 +635,7 @@ impl<'t, 's> View<'t, 's> {
                     if packed.is_empty() {
                         self.remove_key(key)?;
                     } else {
-                        let packed_tag = packed_tag(kind).expect("only hashes and sets are packed");
-                        self.put_record(record_key(key, packed_tag, &[])?, packed.encode());
+                        self.put_record(packed_key(key, kind)?, packed.encode());
                     }
                 }
             }
@@ -648,19 +646,13 @@ impl<'t, 's> View<'t, 's> {
     /// How `key` stores its value (OBJECT ENCODING): `packed` for a hash or set in one record,
     /// `records` for everything else; `None` when it does not exist.
     pub fn encoding(&self, key: &[u8]) -> Result<Option<&'static str>> {
-        let Some((_, first_tag)) = self.stored_tag(key)? else {
-            return Ok(None);
-        };
-        if self.has_expired(key)? {
-            return Ok(None);
-        }
-        Ok(Some(
+        Ok(self.live_stored_tag(key)?.map(|(_, first_tag)| {
             if [tag::PACKED_HASH, tag::PACKED_SET].contains(&first_tag) {
                 "packed"
             } else {
                 "records"
-            },
-        ))
+            }
+        }))
     }
 
     /// Removes `key` if it has no records of tag `tag` left (a collection emptied by a write).
@@ -763,13 +755,18 @@ impl<'t, 's> View<'t, 's> {
 
     /// The type of `key`, if it exists and has not expired.
     pub fn key_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
-        let Some(kind) = self.stored_type(key)? else {
+        Ok(self.live_stored_tag(key)?.map(|(kind, _)| kind))
+    }
+
+    /// [`View::stored_tag`] of a key that has not expired.
+    fn live_stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
+        let Some(stored) = self.stored_tag(key)? else {
             return Ok(None);
         };
         if self.has_expired(key)? {
             return Ok(None);
         }
-        Ok(Some(kind))
+        Ok(Some(stored))
     }
 
     /// Whether `key` is live given that one of its records was `found`; if none was, checks
@@ -1013,6 +1010,12 @@ enum Stored {
 enum Members {
     Packed(Packed),
     Records,
+}
+
+/// The record of `key` holding it packed, for a hash or set (WRONGTYPE for another type).
+fn packed_key(key: &[u8], kind: KeyType) -> Result<Vec<u8>> {
+    let packed_tag = packed_tag(kind).ok_or(super::Failure::WrongType)?;
+    record_key(key, packed_tag, &[])
 }
 
 /// The tag of the records holding a collection's members, by which they are counted, found and
