@@ -16,6 +16,7 @@ pub mod keyspace;
 mod memcached;
 mod metrics;
 pub mod resp;
+mod stripes;
 
 use anyhow::{Context, Result};
 use clients::ClientSlots;

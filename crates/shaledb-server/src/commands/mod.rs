@@ -29,6 +29,7 @@ use crate::keyspace::{
 };
 use crate::metrics::Metrics;
 use crate::resp::{ChunkSource, Reply, StreamedBulk};
+use crate::stripes::{StripeGuard, StripeLock};
 pub use blocking::Waiter;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -576,22 +577,7 @@ impl<'s> Ctx<'_, 's> {
 }
 
 /// Locks held while a writing command (or EXEC) runs and commits.
-type Guards<'a> = Vec<std::sync::MutexGuard<'a, ()>>;
-
-/// One stripe's lock: std's mutex, which spins briefly then sleeps on a futex, where
-/// parking_lot's also yields the CPU several times first (sched_yield was 7% of a hot key's
-/// pipelined writes from two network threads, the other thread holding the stripe for a whole
-/// pipeline). A stripe guards no data of its own, so a poisoned lock is taken as it is.
-#[derive(Default)]
-struct StripeLock(std::sync::Mutex<()>);
-
-impl StripeLock {
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
+type Guards<'a> = Vec<StripeGuard<'a>>;
 
 /// The stripes a set of commands writes: some, sorted and without repeats, or every one.
 #[derive(Default, PartialEq, Eq)]

@@ -191,13 +191,7 @@ pub fn now_ms() -> u64 {
 /// database, so a database's counts stay valid when SWAPDB gives it another number, and the lock
 /// a writer holds is always the lock of the counts it changes.
 pub fn stripe_of(key: &[u8]) -> usize {
-    // FNV-1a: cheap, spreads keys well, and stable across restarts (key counts depend on it).
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in key {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (hash % STRIPES as u64) as usize
+    (crate::stripes::key_hash(key) % STRIPES as u64) as usize
 }
 
 /// The options a database's KVS is created with: a key's records (its base, then a tag) form

@@ -6,8 +6,8 @@
 //! hold its stripe's lock from their read to their write, so CAS, incr/decr, append and add
 //! never interleave; each is one engine write.
 
+use crate::stripes::{key_hash, StripeGuard, StripeLock};
 use bytes::{Bytes, BytesMut};
-use parking_lot::Mutex;
 use shaledb::{Db, Kvs, WriteBatch};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -143,7 +143,7 @@ pub enum Counted {
 pub struct Items {
     db: Arc<Db>,
     kvs: Kvs,
-    stripes: Vec<Mutex<()>>,
+    stripes: Vec<StripeLock>,
     next_cas: AtomicU64,
     /// When a delayed `flush_all` is due, in unix ms (0: none). Held in memory, as memcached
     /// holds it: a restart before then cancels it (a clean stop logs that).
@@ -160,19 +160,14 @@ impl Items {
         Items {
             db,
             kvs,
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| StripeLock::default()).collect(),
             next_cas: AtomicU64::new(start),
             flush_at: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self, key: &[u8]) -> parking_lot::MutexGuard<'_, ()> {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for &byte in key {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.stripes[(hash % STRIPES as u64) as usize].lock()
+    fn lock(&self, key: &[u8]) -> StripeGuard<'_> {
+        self.stripes[(key_hash(key) % STRIPES as u64) as usize].lock()
     }
 
     fn cas(&self) -> u64 {
