@@ -38,12 +38,6 @@ impl Packing {
     };
 }
 
-impl Default for Packing {
-    fn default() -> Self {
-        Packing::DEFAULT
-    }
-}
-
 /// The tag of `kind`'s packed record, if it has one.
 pub(super) fn packed_tag(kind: KeyType) -> Option<u8> {
     match kind {

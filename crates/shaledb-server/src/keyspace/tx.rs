@@ -410,34 +410,50 @@ impl<'t, 's> View<'t, 's> {
     }
 
     /// The value of `member` of the collection `key` (a `kind`), if it has it and is live.
-    /// A packed record is looked for first: for a small collection that one read answers.
     pub(super) fn member_value(
         &self,
         key: &[u8],
         kind: KeyType,
         member: &[u8],
     ) -> Result<Option<Bytes>> {
-        if packed_tag(kind).is_some() {
-            let packed = packed_key(key, kind)?;
-            if let Some(value) = self.record(&packed)? {
-                if !self.live_or_check(key, true, kind)? {
-                    return Ok(None);
-                }
-                return Packed::find(&packed, &value, kind, member);
-            }
+        if let Some(packed) = self.packed_member(key, kind, member)? {
+            return Ok(packed);
         }
         let value = self.record(&record_key(key, member_tag(kind)?, member)?)?;
         let live = self.live_or_check(key, value.is_some(), kind)?;
         Ok(value.filter(|_| live))
     }
 
-    /// Whether the collection `key` (a `kind`: hash, set or sorted set) has `member`.
+    /// Whether the collection `key` (a `kind`: hash, set or sorted set) has `member` (a large
+    /// one's from the index alone).
     pub fn has_member(&self, key: &[u8], kind: KeyType, member: &[u8]) -> Result<bool> {
-        if packed_tag(kind).is_some() {
-            return Ok(self.member_value(key, kind, member)?.is_some());
+        if let Some(packed) = self.packed_member(key, kind, member)? {
+            return Ok(packed.is_some());
         }
         let found = self.record_exists(&record_key(key, member_tag(kind)?, member)?)?;
         self.live_or_check(key, found, kind)
+    }
+
+    /// When `key` is a packed collection, `Some` of `member`'s value in it (`Some(None)`: not
+    /// a member, or the key has expired); `None` when it has no packed record. Looked for
+    /// first by point reads: for a small collection this one read answers.
+    fn packed_member(
+        &self,
+        key: &[u8],
+        kind: KeyType,
+        member: &[u8],
+    ) -> Result<Option<Option<Bytes>>> {
+        if packed_tag(kind).is_none() {
+            return Ok(None);
+        }
+        let packed = packed_key(key, kind)?;
+        let Some(value) = self.record(&packed)? else {
+            return Ok(None);
+        };
+        if !self.live_or_check(key, true, kind)? {
+            return Ok(Some(None));
+        }
+        Packed::find(&packed, &value, kind, member).map(Some)
     }
 
     /// The members of the collection `key` (hash fields, set members, sorted-set members), in
@@ -646,13 +662,13 @@ impl<'t, 's> View<'t, 's> {
     /// How `key` stores its value (OBJECT ENCODING): `packed` for a hash or set in one record,
     /// `records` for everything else; `None` when it does not exist.
     pub fn encoding(&self, key: &[u8]) -> Result<Option<&'static str>> {
-        Ok(self.live_stored_tag(key)?.map(|(_, first_tag)| {
-            if [tag::PACKED_HASH, tag::PACKED_SET].contains(&first_tag) {
-                "packed"
-            } else {
-                "records"
+        match self.stored(key)? {
+            Stored::Live(kind, first_tag) if packed_tag(kind) == Some(first_tag) => {
+                Ok(Some("packed"))
             }
-        }))
+            Stored::Live(..) => Ok(Some("records")),
+            Stored::Missing | Stored::Expired => Ok(None),
+        }
     }
 
     /// Removes `key` if it has no records of tag `tag` left (a collection emptied by a write).
@@ -755,18 +771,10 @@ impl<'t, 's> View<'t, 's> {
 
     /// The type of `key`, if it exists and has not expired.
     pub fn key_type(&self, key: &[u8]) -> Result<Option<KeyType>> {
-        Ok(self.live_stored_tag(key)?.map(|(kind, _)| kind))
-    }
-
-    /// [`View::stored_tag`] of a key that has not expired.
-    fn live_stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
-        let Some(stored) = self.stored_tag(key)? else {
-            return Ok(None);
-        };
-        if self.has_expired(key)? {
-            return Ok(None);
+        match self.stored(key)? {
+            Stored::Live(kind, _) => Ok(Some(kind)),
+            Stored::Missing | Stored::Expired => Ok(None),
         }
-        Ok(Some(stored))
     }
 
     /// Whether `key` is live given that one of its records was `found`; if none was, checks
@@ -793,16 +801,16 @@ impl<'t, 's> View<'t, 's> {
     /// The tag of the first record of `key` if it is a live `kind`; `None` when it is missing
     /// or past its expiry; WRONGTYPE when it holds another type.
     fn live_tag(&self, key: &[u8], kind: KeyType) -> Result<Option<u8>> {
-        match self.stored_as(key, kind)? {
-            Stored::Live(first_tag) => Ok(Some(first_tag)),
+        match self.stored(key)? {
+            Stored::Live(found, first_tag) => of_kind(found, kind).map(|()| Some(first_tag)),
             Stored::Missing | Stored::Expired => Ok(None),
         }
     }
 
     /// Like [`View::live_tag`], removing a key past its expiry first.
     fn prepare_tag(&mut self, key: &[u8], kind: KeyType) -> Result<Option<u8>> {
-        match self.stored_as(key, kind)? {
-            Stored::Live(first_tag) => Ok(Some(first_tag)),
+        match self.stored(key)? {
+            Stored::Live(found, first_tag) => of_kind(found, kind).map(|()| Some(first_tag)),
             Stored::Expired => {
                 self.remove_key(key)?;
                 Ok(None)
@@ -811,19 +819,15 @@ impl<'t, 's> View<'t, 's> {
         }
     }
 
-    /// Whether `key` is stored, past its expiry, or live as a `kind` (WRONGTYPE if live as
-    /// another type).
-    fn stored_as(&self, key: &[u8], kind: KeyType) -> Result<Stored> {
-        let Some((found, first_tag)) = self.stored_tag(key)? else {
+    /// Whether `key` is missing, past its expiry, or live (with its type and first tag).
+    fn stored(&self, key: &[u8]) -> Result<Stored> {
+        let Some((kind, first_tag)) = self.stored_tag(key)? else {
             return Ok(Stored::Missing);
         };
         if self.has_expired(key)? {
             return Ok(Stored::Expired);
         }
-        if found != kind {
-            return Err(super::Failure::WrongType);
-        }
-        Ok(Stored::Live(first_tag))
+        Ok(Stored::Live(kind, first_tag))
     }
 
     /// Deletes every record of `key`; returns whether it existed (and had not expired).
@@ -1002,8 +1006,17 @@ impl<'t, 's> View<'t, 's> {
 enum Stored {
     Missing,
     Expired,
-    /// Live, of the type asked for; its first record's tag.
-    Live(u8),
+    /// Live: its type and first record's tag.
+    Live(KeyType, u8),
+}
+
+/// `Ok` when a key `found` to be of one type is of `kind`, else WRONGTYPE.
+fn of_kind(found: KeyType, kind: KeyType) -> Result<()> {
+    if found == kind {
+        Ok(())
+    } else {
+        Err(super::Failure::WrongType)
+    }
 }
 
 /// Where a collection's members are: in one packed record, or one record each.
