@@ -390,6 +390,26 @@ mod tests {
         assert_eq!(config.durability, shaledb::Durability::None);
         assert_eq!(config.executor, Executor::Inline);
 
+        // The packing's bounds: from the file, and a packed record past a record's value refused.
+        std::fs::write(&path, "packed_members_max = 16\npacked_bytes_max = 1024\n").unwrap();
+        let config = Config::resolve(&KvdbArgs::default(), &args).unwrap();
+        assert_eq!(
+            config.packing,
+            crate::keyspace::Packing {
+                members_max: 16,
+                bytes_max: 1024
+            }
+        );
+        let too_large = ServeArgs {
+            packed_bytes_max: Some(shaledb::limits::VALUE_BYTES_MAX + 1),
+            ..ServeArgs::default()
+        };
+        let error = Config::resolve(&KvdbArgs::default(), &too_large).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("packed_bytes_max"),
+            "{error:#}"
+        );
+
         std::fs::write(&path, "bogus = 1\n").unwrap();
         let error = Config::resolve(&KvdbArgs::default(), &args).unwrap_err();
         assert!(format!("{error:#}").contains("bogus"), "{error:#}");
