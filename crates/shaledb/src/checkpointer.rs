@@ -10,7 +10,6 @@
 
 use crate::checkpoint::{self, CheckpointEncoder};
 use crate::error::Result;
-use crate::index::Key;
 use crate::log::LogHead;
 use crate::media::{MediaClass, WritePurpose};
 use crate::segment::{HeadKind, SegmentId};
@@ -108,17 +107,8 @@ impl Checkpointer {
         let mut encoder = CheckpointEncoder::new(covered_seqno, covered_seqno, &replay_from);
         for kvs in store.kvs.all() {
             encoder.begin_kvs(kvs.id);
-            let mut after: Option<Key> = None;
-            loop {
-                let chunk = kvs.index.newest_after(after.as_deref(), SCAN_CHUNK_KEYS);
-                let Some((last, _)) = chunk.last() else {
-                    break;
-                };
-                after = Some(last.clone());
-                for (key, entry) in &chunk {
-                    encoder.entry(key, entry);
-                }
-            }
+            kvs.index
+                .for_each_newest(SCAN_CHUNK_KEYS, |key, entry| encoder.entry(key, &entry));
             encoder.end_kvs();
         }
         Encoded {

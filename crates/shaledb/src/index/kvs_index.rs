@@ -220,22 +220,32 @@ impl KvsIndex {
         }
     }
 
-    /// Up to `limit` newest entries with keys after `after` (all keys if `None`), in order.
-    pub fn newest_after(&self, after: Option<&[u8]>, limit: usize) -> Vec<(Key, Entry)> {
+    /// Calls `visit` with up to `limit` newest entries with keys after `after` (all keys if
+    /// `None`), in order; returns the last key visited when it stopped at `limit`, where a
+    /// following call resumes.
+    pub fn visit_newest_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        mut visit: impl FnMut(&[u8], Entry),
+    ) -> Option<Key> {
         let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut out = Vec::new();
+        let mut visited = 0;
+        let mut stopped_at = None;
         if limit > 0 {
             self.newest
                 .visit_range(lower, Bound::Unbounded, false, |key, entry| {
-                    out.push((key.into(), entry));
-                    if out.len() == limit {
+                    visit(key, entry);
+                    visited += 1;
+                    if visited == limit {
+                        stopped_at = Some(key.into());
                         ControlFlow::Break(())
                     } else {
                         ControlFlow::Continue(())
                     }
                 });
         }
-        out
+        stopped_at
     }
 
     /// The first key within `lower..upper` that has a value now (a newest version).
@@ -417,11 +427,12 @@ mod tests {
         for (position, key) in keys.iter().enumerate().rev() {
             index.put(key, entry(position as u64 + 1), 0);
         }
-        let listed: Vec<Key> = index
-            .newest_after(None, 100)
-            .into_iter()
-            .map(|(key, _)| key)
-            .collect();
+        let mut listed: Vec<Key> = Vec::new();
+        let stopped_at = index.visit_newest_after(None, 100, |key, _| listed.push(key.into()));
+        assert_eq!(
+            stopped_at, None,
+            "fewer keys than the limit: the walk ran to the end"
+        );
         let expected: Vec<Key> = keys.iter().map(|key| Key::from(key.as_slice())).collect();
         assert_eq!(listed, expected);
         for (position, key) in keys.iter().enumerate() {
