@@ -142,7 +142,9 @@ fn an_expiry_record_not_of_8_bytes() {
     let nine = [&far[..], &[0]].concat();
     for bad in [&[][..], &far[..3], &nine[..]] {
         let mut server = Server::new();
-        assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
+        // An expiry written by the server (with its queue entry), then damaged: reads skip the
+        // expiry seek only for keys whose stripe holds no queue entry (`Space::expiring`).
+        assert!(same(&server.call(&["SET", "k", "v", "EX", "3600"]), &ok()));
         let record = record_key(b"k", tag::EXPIRY, &[]).unwrap();
         server.put(&record, bad);
         let what = format!("an expiry time of {} bytes, not 8", bad.len());
@@ -353,6 +355,32 @@ fn a_key_count_record_that_is_not_a_count_is_refused_at_open() {
         server.put(record, bad);
         let (_dir, reopened) = server.restart();
         assert_refused(reopened, what, record);
+    }
+}
+
+#[test]
+fn an_expiry_queue_entry_without_its_key_is_refused_at_open() {
+    let time = 1u64.to_be_bytes();
+    let cases: [(Vec<u8>, &str); 3] = [
+        (
+            [&[1u8][..], &time[..4]].concat(),
+            "an expiry queue entry without its time",
+        ),
+        (
+            [&[1u8][..], &time[..]].concat(),
+            "an expiry queue entry without a key",
+        ),
+        (
+            [&[1u8][..], &time[..], &[0, 0, 0, 5], b"k"].concat(),
+            "an expiry queue entry without a key",
+        ),
+    ];
+    for (record, what) in cases {
+        let mut server = Server::new();
+        assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
+        server.put(&record, b"");
+        let (_dir, reopened) = server.restart();
+        assert_refused(reopened, what, &record);
     }
 }
 

@@ -6,7 +6,7 @@
 //! keys from the front of the queue, so it never scans the keyspace.
 
 use super::tx::View;
-use super::{damaged, now_ms, read_u64, Keyspace, Result, EXPIRY_QUEUE};
+use super::{damaged, now_ms, Keyspace, Result, EXPIRY_QUEUE};
 use bytes::Bytes;
 
 /// EXPIRE's NX, XX, GT and LT options (XX combines with GT or LT; NX with neither).
@@ -82,18 +82,27 @@ pub fn expire_due(space: &Keyspace, limit: usize) -> Result<Vec<Bytes>> {
     let now = now_ms();
     let mut due = Vec::new();
     for record in space.space().kvs.prefix([EXPIRY_QUEUE]).keys().take(limit) {
-        let record = record?;
-        let at = read_u64(&record[1..], "an expiry queue entry")?;
+        let (at, key) = queue_entry(&record?)?;
         if at > now {
             break;
         }
-        let base = &record[9..];
-        let length = base
-            .get(..4)
-            .map(|length| u32::from_be_bytes([length[0], length[1], length[2], length[3]]) as usize)
-            .filter(|&length| base.len() == 4 + length)
-            .ok_or_else(|| damaged("an expiry queue entry without a key", &record))?;
-        due.push(record.slice(13..13 + length));
+        due.push(key);
     }
     Ok(due)
+}
+
+/// The time and the key of an expiry queue entry (`1 time base`).
+pub(super) fn queue_entry(record: &Bytes) -> Result<(u64, Bytes)> {
+    let at = record
+        .get(1..9)
+        .and_then(|time| time.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| damaged("an expiry queue entry without its time", record))?;
+    let base = &record[9..];
+    let length = base
+        .get(..4)
+        .map(|length| u32::from_be_bytes([length[0], length[1], length[2], length[3]]) as usize)
+        .filter(|&length| base.len() == 4 + length)
+        .ok_or_else(|| damaged("an expiry queue entry without a key", record))?;
+    Ok((at, record.slice(13..13 + length)))
 }

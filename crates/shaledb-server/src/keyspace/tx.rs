@@ -43,6 +43,9 @@ pub struct Tx<'s> {
     flushed: BTreeSet<usize>,
     /// (database, stripe) -> change in live keys.
     count_deltas: BTreeMap<(usize, usize), i64>,
+    /// (database, stripe) of each expiry record this transaction deletes: its stripe's
+    /// `Space::expiring` is lowered once the deletion has committed.
+    expiry_deletions: Vec<(usize, usize)>,
     /// (database, Redis key) written, for WATCH and blocked clients.
     touched: Vec<(usize, Bytes)>,
     /// Blobs this transaction links: kept once it commits, deleted if it does not.
@@ -76,6 +79,7 @@ impl<'s> Tx<'s> {
             cleared: ClearedPrefixes::default(),
             flushed: BTreeSet::new(),
             count_deltas: BTreeMap::new(),
+            expiry_deletions: Vec::new(),
             touched: Vec::new(),
             staged: Vec::new(),
             unlinked: Vec::new(),
@@ -166,6 +170,9 @@ impl<'s> Tx<'s> {
         for (db, stripe, count) in new_counts {
             self.space_of(db).counts[stripe].store(count, Ordering::Relaxed);
         }
+        for &(db, stripe) in &self.expiry_deletions {
+            self.space_of(db).expiring[stripe].fetch_sub(1, Ordering::SeqCst);
+        }
         for blob in self.staged {
             blob.keep();
         }
@@ -182,6 +189,7 @@ pub struct Savepoint {
     cleared: usize,
     /// At most one entry per database: copied.
     flushed: BTreeSet<usize>,
+    expiry_deletions: usize,
     touched: usize,
     staged: usize,
     unlinked: usize,
@@ -193,6 +201,7 @@ impl Tx<'_> {
             undo: self.undo.get_or_insert_with(Vec::new).len(),
             cleared: self.cleared.len(),
             flushed: self.flushed.clone(),
+            expiry_deletions: self.expiry_deletions.len(),
             touched: self.touched.len(),
             staged: self.staged.len(),
             unlinked: self.unlinked.len(),
@@ -219,6 +228,7 @@ impl Tx<'_> {
         }
         self.cleared.truncate(savepoint.cleared);
         self.flushed = savepoint.flushed;
+        self.expiry_deletions.truncate(savepoint.expiry_deletions);
         self.touched.truncate(savepoint.touched);
         // Blobs linked after the savepoint are deleted as they drop.
         self.staged.truncate(savepoint.staged);
@@ -756,6 +766,11 @@ impl<'t, 's> View<'t, 's> {
 
     /// When `key` expires, if it has an expiry time.
     pub fn expires_at(&self, key: &[u8]) -> Result<Option<u64>> {
+        // This transaction's own new expiry records are counted too: they raise the count
+        // when written.
+        if !self.space_ref().may_expire(key) {
+            return Ok(None);
+        }
         let record = record_key(key, tag::EXPIRY, &[])?;
         match self.record(&record)? {
             None => Ok(None),
@@ -842,6 +857,7 @@ impl<'t, 's> View<'t, 's> {
         let live = expires_at.is_none_or(|at| at > super::now_ms());
         if let Some(at) = expires_at {
             self.delete_record(&queue_key(at, key));
+            self.deleting_expiry(key);
         }
         self.clear(base(key));
         self.removed(key);
@@ -865,13 +881,26 @@ impl<'t, 's> View<'t, 's> {
         let record = record_key(key, tag::EXPIRY, &[])?;
         match new {
             Some(at) => {
+                if old.is_none() {
+                    // Before the record exists anywhere: no reader may skip it.
+                    self.space_ref().expiring[super::stripe_of(key)].fetch_add(1, Ordering::SeqCst);
+                }
                 self.put_record(record, Bytes::copy_from_slice(&at.to_be_bytes()));
                 self.put_record(queue_key(at, key), Bytes::new());
             }
-            None => self.delete_record(&record),
+            None => {
+                self.delete_record(&record);
+                self.deleting_expiry(key);
+            }
         }
         self.touch(key);
         Ok(())
+    }
+
+    /// Notes that this transaction deletes `key`'s expiry record, counted in its stripe.
+    fn deleting_expiry(&mut self, key: &[u8]) {
+        let stripe = super::stripe_of(key);
+        self.tx.expiry_deletions.push((self.db, stripe));
     }
 
     /// Deletes every key of this database (the caller touches the watched keys that existed).
@@ -1202,7 +1231,7 @@ pub(super) fn queue_key(at: u64, key: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::super::test_support::open;
-    use super::super::SetExpiry;
+    use super::super::{BlobIds, ExpireCondition, SetExpiry};
     use super::*;
 
     /// What the clone-based savepoints this undo log replaced copied.
@@ -1211,6 +1240,7 @@ mod tests {
         Vec<(usize, Vec<u8>)>,
         BTreeSet<usize>,
         BTreeMap<(usize, usize), i64>,
+        Vec<(usize, usize)>,
         Vec<(usize, Bytes)>,
         usize,
         usize,
@@ -1222,6 +1252,7 @@ mod tests {
             tx.cleared.iter().cloned().collect(),
             tx.flushed.clone(),
             tx.count_deltas.clone(),
+            tx.expiry_deletions.clone(),
             tx.touched.clone(),
             tx.staged.len(),
             tx.unlinked.len(),
@@ -1469,6 +1500,111 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Each stripe's count of keys that may expire, and its keys with an expiry queue entry.
+    fn expiring_and_queued(keyspace: &Keyspace) -> (Vec<u64>, Vec<u64>) {
+        let space = keyspace.space();
+        let counted = space
+            .expiring
+            .iter()
+            .map(|count| count.load(Ordering::SeqCst));
+        let mut queued = vec![0; super::super::STRIPES];
+        for record in space.kvs.prefix([EXPIRY_QUEUE]).keys() {
+            let (_, key) = super::super::expiry::queue_entry(&record.unwrap()).unwrap();
+            queued[super::super::stripe_of(&key)] += 1;
+        }
+        (counted.collect(), queued)
+    }
+
+    #[test]
+    fn expiring_counts_never_miss_an_expiry_record_and_fall_when_they_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, keyspace) = open(dir.path());
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        let later = super::super::now_ms() + 3_600_000;
+        for _round in 0..150 {
+            let spaces = std::slice::from_ref(&keyspace);
+            let mut tx = Tx::new(spaces);
+            let mut savepoint = None;
+            for _ in 0..=next(5) {
+                if savepoint.is_none() && next(4) == 0 {
+                    savepoint = Some(tx.savepoint());
+                }
+                let key = [next(12) as u8];
+                let mut view = tx.on(0);
+                match next(7) {
+                    0 => view
+                        .set_string(&key, &b"v"[..], SetExpiry::At(later))
+                        .unwrap(),
+                    // Past its time: an expired key whose records are still there.
+                    1 => view.set_string(&key, &b"v"[..], SetExpiry::At(1)).unwrap(),
+                    2 => view.set_string(&key, &b"v"[..], SetExpiry::Clear).unwrap(),
+                    3 => view.set_string(&key, &b"v"[..], SetExpiry::Keep).unwrap(),
+                    4 => {
+                        view.persist(&key).unwrap();
+                    }
+                    5 => {
+                        view.remove_key(&key).unwrap();
+                    }
+                    _ => {
+                        let at = later + next(1000);
+                        view.expire(&key, at, ExpireCondition::ALWAYS).unwrap();
+                    }
+                }
+            }
+            if let Some(savepoint) = savepoint.filter(|_| next(2) == 0) {
+                tx.rollback(savepoint);
+            }
+            // Some transactions fail before they commit: their counts stay raised.
+            if next(4) == 0 {
+                drop(tx);
+            } else {
+                tx.commit().unwrap();
+            }
+            let (counted, queued) = expiring_and_queued(&keyspace);
+            for (stripe, (counted, queued)) in counted.iter().zip(&queued).enumerate() {
+                assert!(counted >= queued, "stripe {stripe}: {counted} < {queued}");
+            }
+            let mut tx = Tx::new(spaces);
+            let view = tx.on(0);
+            for key in 0..12u8 {
+                let record = record_key(&[key], tag::EXPIRY, &[]).unwrap();
+                let stored = keyspace.space().kvs.get(&record).unwrap();
+                let stored = stored.map(|value| u64::from_be_bytes(value[..].try_into().unwrap()));
+                assert_eq!(view.expires_at(&[key]).unwrap(), stored, "key {key}");
+            }
+        }
+        // Reopened, the counts are exact; with every expiry gone they are all zero, so reads
+        // skip the seek again.
+        drop(keyspace);
+        let kvs = db
+            .kvs_with_options("redis-0", super::super::kvs_options())
+            .unwrap();
+        let keyspace = Keyspace::open(db.clone(), kvs, 0, BlobIds::new()).unwrap();
+        let (counted, queued) = expiring_and_queued(&keyspace);
+        assert_eq!(counted, queued);
+        assert!(
+            queued.iter().any(|&queued| queued > 0),
+            "no expiry left to test"
+        );
+        let spaces = std::slice::from_ref(&keyspace);
+        for key in 0..12u8 {
+            let mut tx = Tx::new(spaces);
+            tx.on(0).persist(&[key]).unwrap();
+            tx.on(0).remove_key(&[key]).unwrap();
+            tx.commit().unwrap();
+        }
+        assert!(expiring_and_queued(&keyspace)
+            .0
+            .iter()
+            .all(|&count| count == 0));
     }
 
     #[test]
