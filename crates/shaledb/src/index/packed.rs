@@ -118,45 +118,11 @@ impl PackedMap {
             Bound::Excluded(lower) => key > lower,
             Bound::Unbounded => true,
         };
-        // The walk starts in the leaf holding the bound it starts from, at the bound's place in
-        // it (a binary search, as `get` does: a short range costs a search, not a leaf's scan).
-        let start_bound = if reverse { upper } else { lower };
-        let start = match start_bound {
-            Bound::Included(bound) | Bound::Excluded(bound) => self
-                .leaf_for(bound)
-                .map(|(fence, leaf)| (fence, leaf.search(&bound[usize::from(leaf.prefix_len)..]))),
-            Bound::Unbounded => None,
-        };
-        let leaves: Box<dyn Iterator<Item = (&Fence, &Leaf)>> = match (start, reverse) {
-            (Some((fence, _)), false) => Box::new(
-                self.leaves
-                    .range::<[u8], _>((Bound::Included(fence), Bound::Unbounded)),
-            ),
-            (Some((fence, _)), true) => Box::new(
-                self.leaves
-                    .range::<[u8], _>((Bound::Unbounded, Bound::Included(fence)))
-                    .rev(),
-            ),
-            (None, false) => Box::new(self.leaves.iter()),
-            (None, true) => Box::new(self.leaves.iter().rev()),
-        };
-        // Where the first leaf's walk starts, counted in the walk's direction.
-        let mut first_step = start.map(|(_, found)| (found, start_bound));
         let mut key = Vec::new();
-        for (fence, leaf) in leaves {
+        // Visits `leaf`'s entries from the `skip`th in the walk's direction; breaks once the
+        // walk is over.
+        let mut walk = |fence: &[u8], leaf: &Leaf, skip: usize| -> ControlFlow<()> {
             let count = leaf.slots.len();
-            let skip = match first_step.take() {
-                None => 0,
-                Some((found, bound)) => {
-                    let included = matches!(bound, Bound::Included(_));
-                    match (found, reverse) {
-                        (Ok(at), false) => at + usize::from(!included),
-                        (Err(at), false) => at,
-                        (Ok(at), true) => count - at - usize::from(included),
-                        (Err(at), true) => count - at,
-                    }
-                }
-            };
             for step in skip..count {
                 let at = if reverse { count - 1 - step } else { step };
                 leaf.key_into(fence, at, &mut key);
@@ -166,8 +132,46 @@ impl PackedMap {
                     !below_upper(&key)
                 };
                 if ended || visit(&key, leaf.entry(at)).is_break() {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        };
+        // The walk starts in the leaf holding the bound it starts from, at the bound's place in
+        // it (a binary search, as `get` does: a short range costs a search, not a leaf's scan),
+        // and looks for the leaves after it only if it goes past that leaf's end: a short range
+        // (a key's type, a small collection) costs one search of the B-tree of leaves.
+        let start_bound = if reverse { upper } else { lower };
+        let rest: Box<dyn Iterator<Item = (&Fence, &Leaf)>> = match start_bound {
+            Bound::Included(bound) | Bound::Excluded(bound) => {
+                let Some((fence, leaf)) = self.leaf_for(bound) else {
+                    return;
+                };
+                let count = leaf.slots.len();
+                let included = matches!(start_bound, Bound::Included(_));
+                let skip = match (leaf.search(&bound[usize::from(leaf.prefix_len)..]), reverse) {
+                    (Ok(at), false) => at + usize::from(!included),
+                    (Err(at), false) => at,
+                    (Ok(at), true) => count - at - usize::from(included),
+                    (Err(at), true) => count - at,
+                };
+                if walk(fence, leaf, skip).is_break() {
                     return;
                 }
+                let after = (Bound::Excluded(fence), Bound::Unbounded);
+                let before = (Bound::Unbounded, Bound::Excluded(fence));
+                if reverse {
+                    Box::new(self.leaves.range::<[u8], _>(before).rev())
+                } else {
+                    Box::new(self.leaves.range::<[u8], _>(after))
+                }
+            }
+            Bound::Unbounded if reverse => Box::new(self.leaves.iter().rev()),
+            Bound::Unbounded => Box::new(self.leaves.iter()),
+        };
+        for (fence, leaf) in rest {
+            if walk(fence, leaf, 0).is_break() {
+                return;
             }
         }
     }
