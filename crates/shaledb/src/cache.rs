@@ -11,7 +11,7 @@ use crate::short_bytes::ShortBytes;
 use bytes::Bytes;
 use quick_cache::sync::{Cache, EntryAction, EntryResult};
 use quick_cache::{DefaultHashBuilder, Weighter};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 /// Per-entry memory beyond the key and value bytes, counted against the budget: quick_cache's
 /// slot (the entry and its table and list links), the value's `Bytes` header and the
@@ -28,6 +28,29 @@ const ENTRY_OVERHEAD_BYTES: u64 = 152;
 /// key is allocated, compared byte by byte in the table, or freed per write (a fifth of a
 /// pipelined SET's time was the cache's insert).
 type Slot = u64;
+
+/// quick_cache's hasher of slots. A slot is already a seeded hash of its KVS and key, uniform
+/// in every bit, so it is its own hash: hashing it again (SipHash, quick_cache's default) cost
+/// each cache read and write about a hundred instructions.
+#[derive(Default)]
+struct SlotHasher(u64);
+
+impl Hasher for SlotHasher {
+    fn write_u64(&mut self, slot: u64) {
+        self.0 = slot;
+    }
+
+    /// Slots are `u64`s, hashed by `write_u64`; anything else is folded in as FNV-1a does.
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// One version's value, with the key it belongs to (for the warm-keys list).
 #[derive(Clone)]
@@ -64,7 +87,7 @@ impl Weighter<Slot, Version> for VersionWeighter {
 }
 
 pub struct ValueCache<S = DefaultHashBuilder> {
-    cache: Option<Cache<Slot, Version, VersionWeighter>>,
+    cache: Option<Cache<Slot, Version, VersionWeighter, BuildHasherDefault<SlotHasher>>>,
     /// Hashes a key to its slot.
     slots: S,
     budget_bytes: u64,
@@ -80,7 +103,13 @@ impl<S: BuildHasher> ValueCache<S> {
     fn with_slots(budget_bytes: u64, slots: S) -> Self {
         let cache = (budget_bytes > 0).then(|| {
             let estimated_items = (budget_bytes / 1024).clamp(16, 1 << 24) as usize;
-            Cache::with_weighter(estimated_items, budget_bytes, VersionWeighter)
+            Cache::with(
+                estimated_items,
+                budget_bytes,
+                VersionWeighter,
+                BuildHasherDefault::default(),
+                Default::default(),
+            )
         });
         ValueCache {
             cache,
