@@ -21,8 +21,12 @@ impl StripeLock {
 /// FNV-1a of `key`: cheap, spreads keys well, and stable across restarts and versions (the
 /// Redis layout's key counts are kept per stripe of it).
 pub fn key_hash(key: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in key {
+    key_hash_from(0xcbf2_9ce4_8422_2325, key)
+}
+
+/// FNV-1a continued from `hash` over `bytes` (a key hashed in pieces).
+pub fn key_hash_from(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &byte in bytes {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }

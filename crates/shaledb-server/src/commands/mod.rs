@@ -36,6 +36,7 @@ use parking_lot::Mutex;
 use shaledb::{Db, ErrorKind};
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -506,7 +507,7 @@ pub struct Shared {
     /// The longest argument and string (`max_bulk_bytes`, Redis's proto-max-bulk-len), as
     /// CONFIG SET last made it.
     max_bulk_bytes: AtomicUsize,
-    command_index: HashMap<&'static str, usize>,
+    command_index: HashMap<&'static [u8], usize, BuildHasherDefault<CommandNameHasher>>,
     stripes: Vec<StripeLock>,
     watches: Arc<Watches>,
     redis_config: server::RedisConfig,
@@ -588,6 +589,51 @@ enum Stripes {
     Every,
 }
 
+/// FNV-1a (`stripes::key_hash`) as the command table's hasher: the table is a fixed set of
+/// names, so no client's input can lengthen its probes, and a lookup costs a few instructions
+/// per byte where SipHash's setup and finish cost a few hundred (twice per command before).
+struct CommandNameHasher(u64);
+
+impl Default for CommandNameHasher {
+    fn default() -> Self {
+        CommandNameHasher(crate::stripes::key_hash(&[]))
+    }
+}
+
+impl std::hash::Hasher for CommandNameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = crate::stripes::key_hash_from(self.0, bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The stripes of every key the `requests` (each a command and its arguments) name (every
+/// stripe when one of them touches every key, or with `all`).
+fn stripes_of<'r>(
+    requests: impl Iterator<Item = (&'static CommandSpec, &'r [Bytes])>,
+    all: bool,
+) -> Stripes {
+    if all {
+        return Stripes::Every;
+    }
+    let mut stripes = Vec::new();
+    for (command, args) in requests {
+        match command_keys(command, args) {
+            Some(keys) => stripes.extend(keys.into_iter().map(stripe_of)),
+            None => return Stripes::Every,
+        }
+    }
+    if stripes.is_empty() {
+        return Stripes::None;
+    }
+    stripes.sort_unstable();
+    stripes.dedup();
+    Stripes::Some(stripes)
+}
+
 /// Stripe locks a connection keeps from one command of its pipeline to the next, while its
 /// writing commands need exactly the same stripes (a pipeline of writes to one hot key, as
 /// redis-benchmark's LPUSH, SADD, HSET and ZADD send). Unlocking after each command woke the
@@ -651,7 +697,7 @@ impl Shared {
             command_index: names
                 .iter()
                 .enumerate()
-                .map(|(index, name)| (*name, index))
+                .map(|(index, name)| (name.as_bytes(), index))
                 .collect(),
             stripes: (0..STRIPES).map(|_| StripeLock::default()).collect(),
             watches: Arc::new(Watches::default()),
@@ -757,7 +803,7 @@ impl Shared {
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         if command.writes() {
-            let stripes = self.stripes_of(std::iter::once(args), false);
+            let stripes = stripes_of([(command, args)].into_iter(), false);
             if held.stripes != stripes {
                 held.release();
                 held.guards = self.lock_stripes(&stripes);
@@ -835,38 +881,14 @@ impl Shared {
         let upper = upper.get_mut(..name.len())?;
         upper.copy_from_slice(name);
         upper.make_ascii_uppercase();
-        let upper = std::str::from_utf8(upper).ok()?;
-        self.command_index.get(upper).copied()
+        self.command_index.get(&*upper).copied()
     }
 
     /// Locks the stripes of every key the `requests` name (all stripes when one of them
     /// touches every key, or with `all`).
     fn lock<'r>(&self, requests: impl Iterator<Item = &'r [Bytes]>, all: bool) -> Guards<'_> {
-        self.lock_stripes(&self.stripes_of(requests, all))
-    }
-
-    /// The stripes of every key the `requests` name (every stripe when one of them touches
-    /// every key, or with `all`).
-    fn stripes_of<'r>(&self, requests: impl Iterator<Item = &'r [Bytes]>, all: bool) -> Stripes {
-        if all {
-            return Stripes::Every;
-        }
-        let mut stripes = Vec::new();
-        for args in requests {
-            let Some(command) = self.command_of(args) else {
-                continue;
-            };
-            match command_keys(command, args) {
-                Some(keys) => stripes.extend(keys.into_iter().map(stripe_of)),
-                None => return Stripes::Every,
-            }
-        }
-        if stripes.is_empty() {
-            return Stripes::None;
-        }
-        stripes.sort_unstable();
-        stripes.dedup();
-        Stripes::Some(stripes)
+        let commands = requests.filter_map(|args| Some((self.command_of(args)?, args)));
+        self.lock_stripes(&stripes_of(commands, all))
     }
 
     /// Locks `stripes` in stripe order, so lockers never deadlock.
