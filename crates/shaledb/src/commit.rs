@@ -104,8 +104,8 @@ impl BatchOp {
 
 impl Engine {
     /// Appends `ops` as one atomic batch and applies them to the indexes.
-    pub fn commit(&self, ops: &[BatchOp]) -> Result<()> {
-        self.commit_validated(ops, &|_| Ok(()))
+    pub fn commit(&self, ops: Vec<BatchOp>) -> Result<()> {
+        self.commit_validated(ops, &|_, _| Ok(()))
     }
 
     /// Like `commit`, but first runs `validate` against the recent commits, with every lock of
@@ -113,8 +113,8 @@ impl Engine {
     /// validation writes nothing.
     pub fn commit_validated(
         &self,
-        ops: &[BatchOp],
-        validate: &dyn Fn(&ConflictTracker) -> Result<()>,
+        ops: Vec<BatchOp>,
+        validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<()> {
         self.check_open()?;
         self.check_writable()?;
@@ -151,7 +151,7 @@ impl Engine {
             MediaClass::Capacity
         };
         let head = self.store.heads.at(class, HeadKind::Client);
-        let partitions = partitions_written(ops);
+        let partitions = partitions_written(&ops);
         // No I/O under the index locks: a flush or roll (pwrite, fdatasync) happens in
         // `make_room` before they are taken, and if other writers used the room up meanwhile,
         // every lock is released and the room made again. Waiting for I/O while holding an index
@@ -180,7 +180,7 @@ impl Engine {
             }
             room_was_taken = true;
         };
-        validate(&self.conflicts)?;
+        validate(&self.conflicts, &ops)?;
         let segment = appender.segment().clone();
         // Read before the open snapshots are: see `note_kept_versions`.
         let releases_before = self.snapshots.releases();
@@ -245,24 +245,28 @@ impl Engine {
         // Unlocked only once all of the batch is applied: a reader of any key it writes sees all
         // of it or waits (I4).
         drop(guards);
+        drop(partitions);
         // A written key's cached value is replaced by the new one (so a hot key stays cached
         // across updates), or dropped when writes are not cached or the key was deleted.
+        // The values move into the cache: a clone would give each value that is still the
+        // batch's own vector a shared header (an allocation) and two reference-count changes.
+        let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
         let cache = &self.store.cache;
-        for ((position, op), replaced_a_version) in ops.iter().enumerate().zip(replaced_versions) {
+        for ((position, op), replaced_a_version) in
+            ops.into_iter().enumerate().zip(replaced_versions)
+        {
             match op.kind {
                 // Read from the index alone (`Store::find_value`). A value this replaced stays
                 // cached until evicted, never read: its seqno is not the key's any more.
                 RecordKind::Put if op.value.is_empty() => {}
                 RecordKind::Put if self.options.cache_writes => {
                     let seqno = first_seqno + position as u64;
-                    let value = op.value.clone();
-                    cache.insert_written(op.kvs.id, &op.key, seqno, value, replaced_a_version);
+                    cache.insert_written(op.kvs.id, &op.key, seqno, op.value, replaced_a_version);
                 }
                 RecordKind::Put | RecordKind::Tombstone => cache.remove(op.kvs.id, &op.key),
                 RecordKind::PrefixTombstone | RecordKind::SnapshotCopy => {}
             }
         }
-        let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
         self.store
             .counters
             .user_bytes_written

@@ -285,7 +285,7 @@ impl Db {
                 actual: batch.encoded_bytes,
             });
         }
-        self.engine.commit(&batch.ops)
+        self.engine.commit(batch.ops)
     }
 
     /// A consistent view of every KVS as of now.

@@ -253,7 +253,7 @@ impl Transaction {
             .collect();
         let reads = std::mem::take(&mut *self.reads.lock());
         let engine = self.engine.clone();
-        engine.commit_validated(&ops, &|tracker: &ConflictTracker| {
+        engine.commit_validated(ops, &|tracker: &ConflictTracker, ops: &[BatchOp]| {
             let written = ops.iter().map(|op| (op.kvs_id(), op.key()));
             let read = reads.iter().map(|(kvs_id, key)| (*kvs_id, key.as_slice()));
             match tracker.first_conflict(snapshot, written.chain(read)) {
