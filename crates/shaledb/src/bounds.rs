@@ -1,6 +1,7 @@
 //! Key ranges: bounds owned by a cursor, the range of a prefix, and the checks every range
 //! walk shares (emptiness, and whether a key is still inside a bound).
 
+use std::cmp::Ordering;
 use std::ops::{Bound, RangeBounds};
 
 pub type OwnedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
@@ -24,6 +25,19 @@ pub fn prefix_bounds(prefix: &[u8]) -> OwnedBounds {
         }
     }
     (Bound::Included(prefix.to_vec()), Bound::Unbounded)
+}
+
+/// How `key` sorts against the end of the keys starting with `prefix` (the successor that
+/// `prefix_bounds(prefix).1` excludes), found without building it; `None` when the keys
+/// starting with `prefix` have no end (`prefix` is all 0xff bytes).
+pub fn cmp_prefix_end(key: &[u8], prefix: &[u8]) -> Option<Ordering> {
+    let last = prefix.iter().rposition(|&byte| byte < u8::MAX)?;
+    // The successor is `prefix[..last]` then `prefix[last] + 1`.
+    let successor = prefix[..last]
+        .iter()
+        .copied()
+        .chain(std::iter::once(prefix[last] + 1));
+    Some(key.iter().copied().cmp(successor))
 }
 
 /// Whether `lower..upper` holds no key at all (inverted, or empty between excluded bounds);
@@ -75,6 +89,33 @@ mod tests {
         assert!(!is_empty_range(Bound::Included(a), Bound::Included(a)));
         assert!(!is_empty_range(Bound::Included(a), Bound::Excluded(b)));
         assert!(!is_empty_range(Bound::Unbounded, Bound::Excluded(a)));
+    }
+
+    #[test]
+    fn a_key_sorts_against_a_prefixs_end_as_against_the_built_successor() {
+        let alphabet = [0u8, 1, 0xfe, 0xff];
+        let strings: Vec<Vec<u8>> = (0..=3usize)
+            .flat_map(|len| {
+                (0..alphabet.len().pow(len as u32)).map(move |mut n| {
+                    (0..len)
+                        .map(|_| {
+                            let byte = alphabet[n % alphabet.len()];
+                            n /= alphabet.len();
+                            byte
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        for prefix in &strings {
+            for key in &strings {
+                let expected = match prefix_bounds(prefix).1 {
+                    Bound::Excluded(end) => Some(key.as_slice().cmp(end.as_slice())),
+                    _ => None,
+                };
+                assert_eq!(cmp_prefix_end(key, prefix), expected, "{key:?} {prefix:?}");
+            }
+        }
     }
 
     #[test]

@@ -739,9 +739,10 @@ impl<'t, 's> View<'t, 's> {
     /// The type of `key` and the tag of its first record that names it (else damage), whether
     /// or not it has expired.
     fn stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
-        let start = base(key);
-        let prefix_len = start.len();
-        let Some(record) = self.first_record_key(start, key_end(key))? else {
+        // One buffer for both bounds: the key's base, then the tag that ends its records.
+        let end = key_end(key);
+        let prefix_len = end.len() - 1;
+        let Some(record) = self.first_record_key(&end[..prefix_len], &end)? else {
             return Ok(None);
         };
         let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
@@ -749,16 +750,16 @@ impl<'t, 's> View<'t, 's> {
     }
 
     /// The first record key from `start` (inclusive) to `end` (exclusive).
-    fn first_record_key(&self, start: Vec<u8>, end: Vec<u8>) -> Result<Option<Bytes>> {
+    fn first_record_key(&self, start: &[u8], end: &[u8]) -> Result<Option<Bytes>> {
         let own_writes_in_range = !self.tx.cleared.is_empty()
-            || (!self.tx.writes.is_empty() && self.writes_in(&start, &end).next().is_some());
+            || (!self.tx.writes.is_empty() && self.writes_in(start, end).next().is_some());
         if !own_writes_in_range {
             // One index probe (a key's records are one key group), where a cursor would pin a
             // snapshot and fetch a chunk: a writer's type check, before its first write, cost
             // a quarter of SADD's time through the cursor.
             return Ok(self.space_ref().kvs.first_key(start..end)?);
         }
-        self.records_taking(start, end, false, Some(1))
+        self.records_taking(start.to_vec(), end.to_vec(), false, Some(1))
             .next()
             .map(|item| Ok(item?.0))
             .transpose()

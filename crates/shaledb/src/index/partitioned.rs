@@ -5,7 +5,7 @@
 
 use super::entry::{Entry, Key};
 use super::kvs_index::{KvsIndex, RangeSize};
-use crate::bounds::prefix_bounds;
+use crate::bounds::cmp_prefix_end;
 use crate::key_groups::KeyGroups;
 use parking_lot::{RwLock, RwLockWriteGuard};
 use std::ops::Bound;
@@ -107,14 +107,13 @@ impl PartitionedIndex {
             return None;
         };
         let group = self.groups.group_of(lower)?;
-        // Past the group's keys starts its prefix's successor; an all-0xff group has none.
-        let Bound::Excluded(past_group) = prefix_bounds(group).1 else {
-            return Some(self.part(group));
-        };
+        // Past the group's keys starts its prefix's successor; an all-0xff group has none (its
+        // keys run to the end of all keys).
+        let end_order = |upper: &[u8]| cmp_prefix_end(upper, group);
         let within = match upper {
-            Bound::Unbounded => false,
-            Bound::Included(upper) => upper < past_group.as_slice(),
-            Bound::Excluded(upper) => upper <= past_group.as_slice(),
+            Bound::Included(upper) => end_order(upper).is_none_or(|order| order.is_lt()),
+            Bound::Excluded(upper) => end_order(upper).is_none_or(|order| order.is_le()),
+            Bound::Unbounded => end_order(&[]).is_none(),
         };
         within.then(|| self.part(group))
     }
