@@ -1247,6 +1247,17 @@ mod tests {
         usize,
     );
 
+    /// A xorshift generator from `seed`: each call gives a number below its argument, the same
+    /// sequence every run.
+    fn random_below(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |below| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        }
+    }
+
     fn state(tx: &Tx) -> State {
         (
             tx.writes.clone(),
@@ -1329,13 +1340,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let (_db, keyspace) = open(dir.path());
             let spaces = std::slice::from_ref(&keyspace);
-            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-            let mut next = move |below: u64| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                seed % below
-            };
+            let mut next = random_below(0x9e37_79b9_7f4a_7c15u64);
             // key -> (kind, members, outgrew the packing since created)
             let mut model: BTreeMap<Vec<u8>, (KeyType, BTreeMap<Bytes, Bytes>, bool)> =
                 BTreeMap::new();
@@ -1522,13 +1527,7 @@ mod tests {
     fn expiring_counts_never_miss_an_expiry_record_and_fall_when_they_go() {
         let dir = tempfile::tempdir().unwrap();
         let (db, keyspace) = open(dir.path());
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut next = random_below(0x9e37_79b9_7f4a_7c15u64);
         let later = super::super::now_ms() + 3_600_000;
         for _round in 0..150 {
             let spaces = std::slice::from_ref(&keyspace);
@@ -1621,13 +1620,7 @@ mod tests {
             tx.on(0).set_string(&[key], data, SetExpiry::Clear).unwrap();
         }
         tx.commit().unwrap();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut next = random_below(0x2545_f491_4f6c_dd1du64);
         for _round in 0..40 {
             let mut tx = Tx::new(spaces);
             // Nested savepoints, as a stack; each op sometimes takes or rolls back one.
