@@ -17,21 +17,28 @@ pub fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> OwnedBounds
 
 /// The range of keys starting with `prefix`.
 pub fn prefix_bounds(prefix: &[u8]) -> OwnedBounds {
-    let mut successor = prefix.to_vec();
-    while let Some(last) = successor.pop() {
-        if last < u8::MAX {
-            successor.push(last + 1);
-            return (Bound::Included(prefix.to_vec()), Bound::Excluded(successor));
+    let end = match successor_last(prefix) {
+        Some(last) => {
+            let mut successor = prefix[..=last].to_vec();
+            successor[last] += 1;
+            Bound::Excluded(successor)
         }
-    }
-    (Bound::Included(prefix.to_vec()), Bound::Unbounded)
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
+}
+
+/// The last byte of `prefix` that its successor (the smallest key past every key starting with
+/// it) keeps, raised by one, after the bytes before it; `None` when `prefix` is all 0xff bytes.
+fn successor_last(prefix: &[u8]) -> Option<usize> {
+    prefix.iter().rposition(|&byte| byte < u8::MAX)
 }
 
 /// How `key` sorts against the end of the keys starting with `prefix` (the successor that
 /// `prefix_bounds(prefix).1` excludes), found without building it; `None` when the keys
 /// starting with `prefix` have no end (`prefix` is all 0xff bytes).
 pub fn cmp_prefix_end(key: &[u8], prefix: &[u8]) -> Option<Ordering> {
-    let last = prefix.iter().rposition(|&byte| byte < u8::MAX)?;
+    let last = successor_last(prefix)?;
     // The successor is `prefix[..last]` then `prefix[last] + 1`.
     let successor = prefix[..last]
         .iter()
