@@ -6,8 +6,9 @@
 //! keys from the front of the queue, so it never scans the keyspace.
 
 use super::tx::View;
-use super::{damaged, now_ms, Keyspace, Result, EXPIRY_QUEUE};
+use super::{damaged, now_ms, stripe_of, Keyspace, Result, EXPIRY_QUEUE, STRIPES};
 use bytes::Bytes;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// EXPIRE's NX, XX, GT and LT options (XX combines with GT or LT; NX with neither).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -77,11 +78,83 @@ impl View<'_, '_> {
     }
 }
 
+/// Per stripe, at least the number of its keys with an expiry record, and their total: a key of
+/// a stripe at zero has none, and a read skips the seek for it (`View::expires_at`), as Redis
+/// skips its expires table while that is empty; a database at zero has an empty expiry queue,
+/// and the background expirer skips its scan. Kept in DRAM only: counted from the expiry queue
+/// at open, raised before a transaction writes a new expiry record (so a reader never sees one
+/// its stripe's count misses) and lowered only once a commit has deleted one. A transaction that
+/// fails or rolls back leaves it high, which costs a seek, never a wrong answer.
+pub(super) struct ExpiryCounts {
+    per_stripe: Vec<AtomicU64>,
+    total: AtomicU64,
+}
+
+impl ExpiryCounts {
+    pub(super) fn new() -> ExpiryCounts {
+        ExpiryCounts {
+            per_stripe: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            total: AtomicU64::new(0),
+        }
+    }
+
+    /// Replaces the counts with each stripe's entries in the expiry queue (keys only: no value
+    /// is read), including what an upgrade counted as it wrote.
+    pub(super) fn load(&self, space: &super::Space) -> Result<()> {
+        let mut per_stripe = vec![0u64; STRIPES];
+        for record in space.kvs.prefix([EXPIRY_QUEUE]).keys() {
+            let (_, key) = queue_entry(&record?)?;
+            per_stripe[stripe_of(&key)] += 1;
+        }
+        self.total.store(per_stripe.iter().sum(), Ordering::SeqCst);
+        for (count, loaded) in self.per_stripe.iter().zip(per_stripe) {
+            count.store(loaded, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Before a new expiry record for `key` is written anywhere: no reader may skip it.
+    pub(super) fn raise(&self, key: &[u8]) {
+        self.total.fetch_add(1, Ordering::SeqCst);
+        self.per_stripe[stripe_of(key)].fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Once a commit has deleted an expiry record of a key of `stripe`.
+    pub(super) fn lower(&self, stripe: usize) {
+        self.per_stripe[stripe].fetch_sub(1, Ordering::SeqCst);
+        self.total.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether `key` may have an expiry record.
+    pub(super) fn may_expire(&self, key: &[u8]) -> bool {
+        self.per_stripe[stripe_of(key)].load(Ordering::SeqCst) != 0
+    }
+
+    /// Whether any key of the database may have an expiry record.
+    pub(super) fn any(&self) -> bool {
+        self.total.load(Ordering::SeqCst) != 0
+    }
+
+    #[cfg(test)]
+    pub(super) fn per_stripe(&self) -> Vec<u64> {
+        self.per_stripe
+            .iter()
+            .map(|count| count.load(Ordering::SeqCst))
+            .collect()
+    }
+}
+
 /// Up to `limit` keys of `space` whose expiry time has passed, earliest first.
 pub fn expire_due(space: &Keyspace, limit: usize) -> Result<Vec<Bytes>> {
+    let space = space.space();
+    if !space.expiring.any() {
+        // Scanning an empty queue costs a snapshot and a probe of every index partition,
+        // ten times a second for each of the 16 databases.
+        return Ok(Vec::new());
+    }
     let now = now_ms();
     let mut due = Vec::new();
-    for record in space.space().kvs.prefix([EXPIRY_QUEUE]).keys().take(limit) {
+    for record in space.kvs.prefix([EXPIRY_QUEUE]).keys().take(limit) {
         let (at, key) = queue_entry(&record?)?;
         if at > now {
             break;

@@ -79,7 +79,7 @@ pub use zsets::{LexBound, Ranked, ScoreBound};
 
 use parking_lot::RwLock;
 use shaledb::{Db, Kvs};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -269,13 +269,8 @@ pub struct Space {
     pub kvs: Kvs,
     /// Live keys per stripe, as stored in the `2` records (changed under the stripe's lock).
     counts: Vec<AtomicI64>,
-    /// Per stripe, at least the number of its keys with an expiry record: a key of a stripe at
-    /// zero has none, and a read skips the seek for it (`View::expires_at`), as Redis skips its
-    /// expires table while that is empty. Kept in DRAM only: counted from the expiry queue at
-    /// open, raised before a transaction writes a new expiry record (so a reader never sees one
-    /// its stripe's count misses) and lowered only once a commit has deleted one. A transaction
-    /// that fails or rolls back leaves it high, which costs a seek, never a wrong answer.
-    expiring: Vec<AtomicU64>,
+    /// Which keys may have an expiry record.
+    expiring: expiry::ExpiryCounts,
     blob_ids: Arc<BlobIds>,
     blob_pins: blobs::BlobPins,
 }
@@ -296,7 +291,7 @@ impl Keyspace {
             db: db.clone(),
             kvs,
             counts: (0..STRIPES).map(|_| AtomicI64::new(0)).collect(),
-            expiring: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            expiring: expiry::ExpiryCounts::new(),
             blob_ids,
             blob_pins: blobs::BlobPins::default(),
         });
@@ -321,7 +316,7 @@ impl Keyspace {
             None => upgrade_from_layout_1(&space, number)?,
         }
         space.load_counts()?;
-        space.load_expiring()?;
+        space.expiring.load(&space)?;
         let serves = match space.kvs.get(DATABASE_KEY)? {
             Some(value) if value.len() == 2 => u16::from_be_bytes([value[0], value[1]]) as usize,
             Some(value) => {
@@ -394,25 +389,6 @@ impl Space {
             self.counts[stripe].store(count, Ordering::Relaxed);
         }
         Ok(())
-    }
-
-    /// Counts each stripe's keys with an expiry from the expiry queue (its keys only: no value
-    /// is read), replacing what an upgrade counted as it wrote.
-    fn load_expiring(&self) -> Result<()> {
-        let mut expiring = vec![0u64; STRIPES];
-        for record in self.kvs.prefix([EXPIRY_QUEUE]).keys() {
-            let (_, key) = expiry::queue_entry(&record?)?;
-            expiring[stripe_of(&key)] += 1;
-        }
-        for (stripe, count) in self.expiring.iter().zip(expiring) {
-            stripe.store(count, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-
-    /// Whether `key` may have an expiry record (see `expiring`).
-    fn may_expire(&self, key: &[u8]) -> bool {
-        self.expiring[stripe_of(key)].load(Ordering::SeqCst) != 0
     }
 
     fn key_count(&self) -> u64 {

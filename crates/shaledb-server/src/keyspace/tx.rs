@@ -171,7 +171,7 @@ impl<'s> Tx<'s> {
             self.space_of(db).counts[stripe].store(count, Ordering::Relaxed);
         }
         for &(db, stripe) in &self.expiry_deletions {
-            self.space_of(db).expiring[stripe].fetch_sub(1, Ordering::SeqCst);
+            self.space_of(db).expiring.lower(stripe);
         }
         for blob in self.staged {
             blob.keep();
@@ -769,7 +769,7 @@ impl<'t, 's> View<'t, 's> {
     pub fn expires_at(&self, key: &[u8]) -> Result<Option<u64>> {
         // This transaction's own new expiry records are counted too: they raise the count
         // when written.
-        if !self.space_ref().may_expire(key) {
+        if !self.space_ref().expiring.may_expire(key) {
             return Ok(None);
         }
         let record = record_key(key, tag::EXPIRY, &[])?;
@@ -883,8 +883,7 @@ impl<'t, 's> View<'t, 's> {
         match new {
             Some(at) => {
                 if old.is_none() {
-                    // Before the record exists anywhere: no reader may skip it.
-                    self.space_ref().expiring[super::stripe_of(key)].fetch_add(1, Ordering::SeqCst);
+                    self.space_ref().expiring.raise(key);
                 }
                 self.put_record(record, Bytes::copy_from_slice(&at.to_be_bytes()));
                 self.put_record(queue_key(at, key), Bytes::new());
@@ -1511,16 +1510,13 @@ mod tests {
     /// Each stripe's count of keys that may expire, and its keys with an expiry queue entry.
     fn expiring_and_queued(keyspace: &Keyspace) -> (Vec<u64>, Vec<u64>) {
         let space = keyspace.space();
-        let counted = space
-            .expiring
-            .iter()
-            .map(|count| count.load(Ordering::SeqCst));
+        let counted = space.expiring.per_stripe();
         let mut queued = vec![0; super::super::STRIPES];
         for record in space.kvs.prefix([EXPIRY_QUEUE]).keys() {
             let (_, key) = super::super::expiry::queue_entry(&record.unwrap()).unwrap();
             queued[super::super::stripe_of(&key)] += 1;
         }
-        (counted.collect(), queued)
+        (counted, queued)
     }
 
     #[test]
@@ -1572,6 +1568,12 @@ mod tests {
             for (stripe, (counted, queued)) in counted.iter().zip(&queued).enumerate() {
                 assert!(counted >= queued, "stripe {stripe}: {counted} < {queued}");
             }
+            if queued.iter().any(|&queued| queued > 0) {
+                assert!(
+                    keyspace.space().expiring.any(),
+                    "a queued expiry, counted none"
+                );
+            }
             let mut tx = Tx::new(spaces);
             let view = tx.on(0);
             for key in 0..12u8 {
@@ -1605,6 +1607,7 @@ mod tests {
             .0
             .iter()
             .all(|&count| count == 0));
+        assert!(!keyspace.space().expiring.any());
     }
 
     #[test]
