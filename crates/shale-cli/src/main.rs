@@ -1,5 +1,6 @@
 //! `shale`: the ShaleDB command-line tool.
 
+mod allocator;
 mod bench;
 mod commands;
 
@@ -150,6 +151,7 @@ enum KvsAction {
 }
 
 fn main() -> ExitCode {
+    allocator::install();
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

@@ -173,10 +173,24 @@ fn cpu_seconds() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
+/// How the process's allocator returns freed memory, when it is not glibc's malloc (set once, by
+/// the binary that chose the allocator).
+static FREED_MEMORY_RELEASE: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Makes [`release_freed_memory`] call `release` instead of glibc's `malloc_trim`.
+pub fn set_freed_memory_release(release: fn()) {
+    // A second call names the same allocator's function: keeping the first loses nothing.
+    let _ = FREED_MEMORY_RELEASE.set(release);
+}
+
 /// Returns memory the allocator holds but nothing uses to the kernel, so that the RSS before an
 /// engine opens is the harness's own and what an engine closed before left behind does not count
 /// for (or hide the growth of) the next one: all engines run in this one process.
 pub fn release_freed_memory() {
+    if let Some(release) = FREED_MEMORY_RELEASE.get() {
+        release();
+        return;
+    }
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only returns free memory of glibc's arenas to the kernel; it touches
     // no memory in use and is safe to call from any thread at any time.
