@@ -94,7 +94,7 @@ impl KvsIndex {
 
     /// Inserts without snapshot bookkeeping, for recovery and checkpoint loading.
     pub fn put_recovered(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
-        self.newest.insert(key, entry)
+        self.newest.insert_mostly_ascending(key, entry)
     }
 
     /// Removes `key` (deleted at `seqno`); returns the removed version if no snapshot needs it.

@@ -106,6 +106,12 @@ impl Leaf {
         (&self.bytes[suffix_start..suffix_end], suffix_end)
     }
 
+    /// The suffix of the leaf's last key, if it holds any.
+    pub(super) fn last_suffix(&self) -> Option<&[u8]> {
+        let last = self.slots.len().checked_sub(1)?;
+        Some(self.suffix(last).0)
+    }
+
     pub(super) fn entry(&self, at: usize) -> Entry {
         let (_, value_start) = self.suffix(at);
         decode_entry(&self.bytes[value_start..])
