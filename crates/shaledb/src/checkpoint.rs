@@ -11,7 +11,7 @@
 //! The file is written to `checkpoint.ckpt.tmp`, fsynced, and renamed over `checkpoint.ckpt`.
 
 use crate::error::{Error, Result};
-use crate::index::{Entry, Key};
+use crate::index::Entry;
 use crate::media::replace_file_durably;
 use crate::segment::{Location, SegmentId};
 use std::collections::HashMap;
@@ -74,14 +74,86 @@ impl CheckpointEncoder {
     }
 }
 
-/// A decoded checkpoint.
-#[derive(Debug, Default, PartialEq)]
+/// A validated checkpoint: its header, and its file, whose entries `entries` reads straight
+/// into the indexes (decoding them into one vector first held a key allocation per
+/// entry, as much DRAM again as the file at open).
+#[derive(Debug)]
 pub struct Checkpoint {
     /// Every record with a smaller seqno was appended before the checkpoint began.
     pub covered_seqno: u64,
     pub next_seqno: u64,
     pub replay_from: HashMap<SegmentId, u64>,
-    pub kvs: Vec<(u32, Vec<(Key, Entry)>)>,
+    /// The file without its CRC.
+    body: Vec<u8>,
+    /// Where the first KVS section starts in `body`.
+    sections_at: usize,
+    path: PathBuf,
+}
+
+impl Checkpoint {
+    /// Each entry's KVS id, key and entry, in the file's order.
+    pub fn entries(&self) -> Entries<'_> {
+        Entries {
+            reader: Reader {
+                bytes: &self.body,
+                at: self.sections_at,
+                path: &self.path,
+            },
+            kvs_id: None,
+        }
+    }
+}
+
+/// The entries of a checkpoint's KVS sections (see [`Checkpoint::entries`]); ends after the
+/// sections' end tag, where the entry count follows.
+pub struct Entries<'a> {
+    reader: Reader<'a>,
+    /// The section being read, once its header has been.
+    kvs_id: Option<u32>,
+}
+
+impl<'a> Entries<'a> {
+    fn next_entry(&mut self) -> Result<Option<(u32, &'a [u8], Entry)>> {
+        let reader = &mut self.reader;
+        let path = reader.path;
+        let corrupt = |offset: usize, detail: &str| {
+            Error::corruption(path, offset as u64, detail.to_string())
+        };
+        loop {
+            let Some(kvs_id) = self.kvs_id else {
+                match reader.u8()? {
+                    0 => return Ok(None),
+                    1 => self.kvs_id = Some(reader.u32()?),
+                    _ => return Err(corrupt(reader.at - 1, "bad checkpoint section tag")),
+                }
+                continue;
+            };
+            let key_len = reader.u16()? as usize;
+            if key_len == 0 {
+                self.kvs_id = None;
+                continue;
+            }
+            if key_len > crate::limits::KEY_BYTES_MAX {
+                return Err(corrupt(reader.at - 2, "checkpoint key too long"));
+            }
+            let key = reader.take(key_len)?;
+            let location = Location {
+                segment: SegmentId(reader.u32()?),
+                offset: reader.u32()?,
+                len: reader.u32()?,
+            };
+            let seqno = reader.u64()?;
+            return Ok(Some((kvs_id, key, Entry { location, seqno })));
+        }
+    }
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Result<(u32, &'a [u8], Entry)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_entry().transpose()
+    }
 }
 
 /// Replaces the checkpoint file with `bytes`, durably.
@@ -97,7 +169,7 @@ pub fn load(home: &Path) -> Result<Option<Checkpoint>> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(Error::io(format!("read {}", path.display()), error)),
     };
-    decode(&bytes, &path).map(Some)
+    decode(bytes, &path).map(Some)
 }
 
 struct Reader<'a> {
@@ -143,7 +215,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
+/// Validates a checkpoint file whole (CRC, structure, entry count) before anything reads its
+/// entries, so a damaged one is refused before any index holds part of it.
+pub(crate) fn decode(mut bytes: Vec<u8>, path: &Path) -> Result<Checkpoint> {
     let path = path.to_path_buf();
     let corrupt =
         |offset: usize, detail: &str| Error::corruption(&path, offset as u64, detail.to_string());
@@ -155,8 +229,9 @@ pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
     if crc32c::crc32c(&bytes[..body_len]) != crc {
         return Err(corrupt(body_len, "checkpoint CRC mismatch"));
     }
+    bytes.truncate(body_len);
     let mut reader = Reader {
-        bytes: &bytes[..body_len],
+        bytes: &bytes,
         at: MAGIC.len(),
         path: &path,
     };
@@ -164,48 +239,35 @@ pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
     if version != FORMAT_VERSION {
         return Err(corrupt(8, "unsupported checkpoint version"));
     }
-    let mut checkpoint = Checkpoint {
-        covered_seqno: reader.u64()?,
-        next_seqno: reader.u64()?,
-        ..Checkpoint::default()
-    };
+    let covered_seqno = reader.u64()?;
+    let next_seqno = reader.u64()?;
+    let mut replay_from = HashMap::new();
     for _ in 0..reader.u32()? {
         let segment = SegmentId(reader.u32()?);
-        checkpoint.replay_from.insert(segment, reader.u64()?);
+        replay_from.insert(segment, reader.u64()?);
     }
-    let mut entries = 0u64;
-    loop {
-        match reader.u8()? {
-            0 => break,
-            1 => {}
-            _ => return Err(corrupt(reader.at - 1, "bad checkpoint section tag")),
-        }
-        let kvs_id = reader.u32()?;
-        let mut kvs_entries = Vec::new();
-        loop {
-            let key_len = reader.u16()? as usize;
-            if key_len == 0 {
-                break;
-            }
-            if key_len > crate::limits::KEY_BYTES_MAX {
-                return Err(corrupt(reader.at - 2, "checkpoint key too long"));
-            }
-            let key: Key = reader.take(key_len)?.into();
-            let location = Location {
-                segment: SegmentId(reader.u32()?),
-                offset: reader.u32()?,
-                len: reader.u32()?,
-            };
-            let seqno = reader.u64()?;
-            kvs_entries.push((key, Entry { location, seqno }));
-        }
-        entries += kvs_entries.len() as u64;
-        checkpoint.kvs.push((kvs_id, kvs_entries));
+    let sections_at = reader.at;
+    let mut entries = Entries {
+        reader,
+        kvs_id: None,
+    };
+    let mut count = 0u64;
+    for entry in entries.by_ref() {
+        entry?;
+        count += 1;
     }
-    if reader.u64()? != entries || reader.at != body_len {
+    let mut reader = entries.reader;
+    if reader.u64()? != count || reader.at != body_len {
         return Err(corrupt(reader.at, "checkpoint entry count mismatch"));
     }
-    Ok(checkpoint)
+    Ok(Checkpoint {
+        covered_seqno,
+        next_seqno,
+        replay_from,
+        body: bytes,
+        sections_at,
+        path,
+    })
 }
 
 #[cfg(test)]
@@ -236,7 +298,10 @@ mod tests {
         assert_eq!(checkpoint.covered_seqno, 10);
         assert_eq!(checkpoint.next_seqno, 12);
         assert_eq!(checkpoint.replay_from[&SegmentId(3)], 4096);
-        assert_eq!(checkpoint.kvs[0].1[0].0.as_ref(), b"key");
+        let entries: Vec<_> = checkpoint.entries().map(Result::unwrap).collect();
+        assert_eq!(entries.len(), 1);
+        assert_eq!((entries[0].0, entries[0].1), (1, &b"key"[..]));
+        assert_eq!(entries[0].2.seqno, 9);
     }
 
     #[test]
@@ -246,11 +311,11 @@ mod tests {
         for at in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x40;
-            assert!(decode(&damaged, path).is_err(), "flip at {at} undetected");
+            assert!(decode(damaged, path).is_err(), "flip at {at} undetected");
         }
         for len in 0..bytes.len() {
             assert!(
-                decode(&bytes[..len], path).is_err(),
+                decode(bytes[..len].to_vec(), path).is_err(),
                 "truncation to {len} undetected"
             );
         }

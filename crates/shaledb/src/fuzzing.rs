@@ -129,7 +129,7 @@ pub fn scan(bytes: &[u8]) {
 /// The checkpoint decoder.
 pub fn checkpoint(bytes: &[u8]) {
     rejected_as_corruption(
-        checkpoint::decode(bytes, Path::new("fuzz-checkpoint")),
+        checkpoint::decode(bytes.to_vec(), Path::new("fuzz-checkpoint")),
         "checkpoint",
     );
 }

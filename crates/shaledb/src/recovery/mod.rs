@@ -25,7 +25,7 @@ mod salvage;
 pub use input::RecoveryInput;
 pub use report::{Cleanup, RecoveryReport, SalvageReport};
 
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Key, PartitionedIndex};
 use crate::limits::SEGMENT_HEADER_BYTES;
@@ -70,24 +70,34 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
         .iter()
         .map(|(&id, kvs)| (id, kvs.options.key_groups));
     let mut replay = Replay::new(kvs_groups, input.state.next_kvs_id);
-    let Checkpoint {
-        covered_seqno,
-        next_seqno: checkpoint_next_seqno,
-        replay_from,
-        kvs,
-    } = checkpoint.unwrap_or_default();
-    report.checkpoint_loaded = checkpoint_next_seqno > 0;
-    for (kvs_id, entries) in kvs {
-        if kvs_id >= replay.next_kvs_id && damage.is_salvage() {
-            // The checkpoint knows a KVS the manifest lost: a salvage creates it.
-            replay.create_found_kvs(kvs_id, &mut cleanup);
-        }
-        if let Some(index) = replay.indexes.get_mut(&kvs_id) {
-            for (key, entry) in entries {
-                index.part_mut(&key).put_recovered(&key, entry);
+    if let Some(checkpoint) = &checkpoint {
+        // Entries go straight from the file into the indexes, one KVS section after another.
+        let mut section = None;
+        let mut index = None;
+        for item in checkpoint.entries() {
+            let (kvs_id, key, entry) = item?;
+            if section != Some(kvs_id) {
+                section = Some(kvs_id);
+                if kvs_id >= replay.next_kvs_id && damage.is_salvage() {
+                    // The checkpoint knows a KVS the manifest lost: a salvage creates it.
+                    replay.create_found_kvs(kvs_id, &mut cleanup);
+                }
+                index = replay.indexes.get_mut(&kvs_id);
+            }
+            if let Some(index) = index.as_deref_mut() {
+                index.part_mut(key).put_recovered(key, entry);
             }
         }
     }
+    let (covered_seqno, checkpoint_next_seqno, replay_from) = match checkpoint {
+        Some(checkpoint) => (
+            checkpoint.covered_seqno,
+            checkpoint.next_seqno,
+            checkpoint.replay_from,
+        ),
+        None => (0, 0, HashMap::new()),
+    };
+    report.checkpoint_loaded = checkpoint_next_seqno > 0;
     let mut next_seqno = checkpoint_next_seqno.max(1);
     let mut kept = Vec::new();
     for (segment, entry) in segments {
