@@ -2,8 +2,9 @@
 //!
 //! Measured on `shale serve` under redis-benchmark (docs/SERVER.md, "The allocator"): glibc's
 //! malloc and free took ~17% of the instructions of a pipelined LPUSH, jemalloc about a third of
-//! that, and CPU per request fell 5-16% across the commands. redis-server ships with jemalloc
-//! too, so the comparison stays like for like. Its symbols replace glibc's malloc family
+//! that; CPU per request fell on the commands over many keys (MSET by a fifth, GET by about a
+//! tenth), moved within the spread on SET, and did not fall on those to one hot key (LPUSH, HSET,
+//! SADD). redis-server ships with jemalloc too, so the comparison stays like for like. Its symbols replace glibc's malloc family
 //! (`unprefixed_malloc_on_supported_platforms`), so C and C++ code in the process allocates from
 //! it as well: RocksDB, the benchmark peer that runs in this process, gets the allocator its
 //! experts deploy it with, and the peers still share one allocator. The libraries (`shaledb`,
