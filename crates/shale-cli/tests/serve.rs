@@ -337,7 +337,7 @@ fn a_pipeline_of_writes_to_one_key_serves_clients_blocked_on_it() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut writer = server.connect();
-    let commands: [&[&str]; 7] = [
+    let replies = writer.pipeline(&requests(&[
         &["LPUSH", "list", "a"],
         &["LPUSH", "list", "b"],
         &["LPUSH", "list", "c"],
@@ -345,18 +345,7 @@ fn a_pipeline_of_writes_to_one_key_serves_clients_blocked_on_it() {
         &["LPUSH", "list", "d"],
         &["EXEC"],
         &["RPUSH", "list", "e"],
-    ];
-    let mut pipeline = Vec::new();
-    for args in commands {
-        pipeline.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for arg in args {
-            pipeline.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
-        }
-    }
-    writer.reader.get_mut().write_all(&pipeline).unwrap();
-    let replies: Vec<Value> = (0..commands.len())
-        .map(|_| writer.read().expect("a reply"))
-        .collect();
+    ]));
     assert_eq!(
         replies,
         [
@@ -381,6 +370,108 @@ fn a_pipeline_of_writes_to_one_key_serves_clients_blocked_on_it() {
     );
 }
 
+fn requests<'a>(commands: &[&[&'a str]]) -> Vec<Vec<&'a [u8]>> {
+    commands
+        .iter()
+        .map(|args| args.iter().map(|arg| arg.as_bytes()).collect())
+        .collect()
+}
+
+/// The number `INFO stats` gives for `field`.
+fn info_stat(client: &mut Client, field: &str) -> u64 {
+    let Value::Bulk(info) = client.call(&["INFO", "stats"]) else {
+        panic!("INFO answers a bulk string")
+    };
+    let info = String::from_utf8(info).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .parse()
+        .unwrap()
+}
+
+/// A pipeline's writes to one key are committed together, at most `max_batched_writes` at a
+/// time; a command that fails among them takes back only its own writes, and the others'
+/// replies are the same as if each had committed alone.
+#[test]
+fn a_pipeline_of_writes_to_one_key_commits_them_together_up_to_max_batched_writes() {
+    let mut commands: Vec<Vec<String>> = (0..10)
+        .map(|index| vec!["RPUSH".into(), "list".into(), format!("e{index}")])
+        .collect();
+    commands.push(vec!["INCR".into(), "list".into()]);
+    commands.push(vec!["LSET".into(), "list".into(), "99".into(), "x".into()]);
+    commands.push(vec!["RPUSH".into(), "list".into(), "last".into()]);
+    commands.push(vec!["LLEN".into(), "list".into()]);
+    let requests: Vec<Vec<&[u8]>> = commands
+        .iter()
+        .map(|args| args.iter().map(|arg| arg.as_bytes()).collect())
+        .collect();
+    let mut expected: Vec<Value> = (1..=10).map(Value::Int).collect();
+    expected.push(Value::Error(
+        "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
+    ));
+    expected.push(Value::Error("ERR index out of range".into()));
+    expected.push(Value::Int(11));
+    expected.push(Value::Int(11));
+    // 11 writing commands: one commit by default, in runs of 4 with 4, each alone with 1.
+    for (flags, commits) in [(&[][..], 1), (&["--max-batched-writes", "4"][..], 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(&dir.path().join("db"), flags);
+        let mut client = server.connect();
+        let before = info_stat(&mut client, "write_commits");
+        assert_eq!(client.pipeline(&requests), expected, "{flags:?}");
+        let after = info_stat(&mut client, "write_commits");
+        assert_eq!(after - before, commits, "{flags:?}");
+        let mut elements: Vec<Value> = (0..10).map(|index| bulk(&format!("e{index}"))).collect();
+        elements.push(bulk("last"));
+        assert_eq!(
+            client.call(&["LRANGE", "list", "0", "-1"]),
+            Value::Array(elements)
+        );
+    }
+}
+
+/// When the commit of a pipeline's batched writes fails (here: the space is full), every one
+/// of them answers the error: a client is never told a write happened that did not.
+#[test]
+fn batched_writes_whose_commit_fails_all_answer_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--space-mb", "384", "--cache-mb", "16"],
+    );
+    let mut client = server.connect();
+    // Below the 512 KiB a value is streamed from: these go through the log, batched.
+    let value = vec![b'v'; 256 * 1024];
+    let requests: Vec<Vec<&[u8]>> = (0..8)
+        .map(|_| vec![&b"RPUSH"[..], b"list", &value])
+        .collect();
+    let mut acknowledged = 0i64;
+    let mut refusals = 0;
+    for _ in 0..4096 {
+        for reply in client.pipeline(&requests) {
+            match reply {
+                Value::Int(length) => {
+                    assert_eq!(refusals, 0, "a write acknowledged after a refusal");
+                    acknowledged += 1;
+                    assert_eq!(length, acknowledged);
+                }
+                Value::Error(message) => {
+                    assert!(message.starts_with("ERR out of space"), "{message}");
+                    refusals += 1;
+                }
+                other => panic!("RPUSH answered {other:?}"),
+            }
+        }
+        if refusals > 0 {
+            break;
+        }
+    }
+    assert!(refusals > 0, "384 MiB of space held 1 GiB");
+    assert!(acknowledged > 0, "not even one value fitted");
+    assert_eq!(client.call(&["LLEN", "list"]), Value::Int(acknowledged));
+}
+
 #[test]
 fn idle_clients_are_disconnected() {
     let dir = tempfile::tempdir().unwrap();
@@ -399,9 +490,39 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let mut acknowledged: Vec<(String, String)> = Vec::new();
+    // Elements of a list one client pushes to in pipelines (batched writes), acknowledged.
+    let mut pushed: Vec<(String, usize)> = Vec::new();
     for round in 0..3 {
         let server = Server::start(&db, &["--durability", "sync"]);
         let address = server.address.clone();
+        let list = format!("r{round}list");
+        let pusher = {
+            let (address, list) = (address.clone(), list.clone());
+            std::thread::spawn(move || {
+                let mut client = Client::new(TcpStream::connect(address).unwrap());
+                let mut acknowledged = 0;
+                loop {
+                    let elements: Vec<String> = (acknowledged..acknowledged + 16)
+                        .map(|i| i.to_string())
+                        .collect();
+                    let requests: Vec<Vec<&[u8]>> = elements
+                        .iter()
+                        .map(|element| vec![&b"RPUSH"[..], list.as_bytes(), element.as_bytes()])
+                        .collect();
+                    if client.send_all(&requests).is_err() {
+                        return acknowledged;
+                    }
+                    for _ in 0..16 {
+                        match client.read() {
+                            Some(Value::Int(length)) if length as usize == acknowledged + 1 => {
+                                acknowledged += 1
+                            }
+                            _ => return acknowledged,
+                        }
+                    }
+                }
+            })
+        };
         let (sender, receiver) = mpsc::channel();
         let writers: Vec<_> = (0..4)
             .map(|writer| {
@@ -427,8 +548,22 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
             writer.join().unwrap();
         }
         acknowledged.extend(receiver.iter());
+        pushed.push((list, pusher.join().unwrap()));
         let restarted = Server::start(&db, &[]);
         let mut client = restarted.connect();
+        for (list, count) in &pushed {
+            let Value::Array(stored) = client.call(&["LRANGE", list, "0", "-1"]) else {
+                panic!("LRANGE answers an array")
+            };
+            assert!(
+                stored.len() >= *count,
+                "{list}: {count} acknowledged, {} stored",
+                stored.len()
+            );
+            for (index, element) in stored.iter().take(*count).enumerate() {
+                assert_eq!(*element, bulk(&index.to_string()), "{list}[{index}]");
+            }
+        }
         for (key, value) in &acknowledged {
             assert_eq!(
                 client.call(&["GET", key]),
@@ -442,6 +577,8 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
         "only {} writes",
         acknowledged.len()
     );
+    let pushed: usize = pushed.iter().map(|(_, count)| count).sum();
+    assert!(pushed > 100, "only {pushed} pipelined pushes");
 }
 
 #[test]

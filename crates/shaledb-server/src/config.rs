@@ -75,6 +75,11 @@ pub struct ServeArgs {
     /// Most pipelines running at once with the pool executor [default: 64].
     #[arg(long, env = "SHALE_POOL_THREADS")]
     pub pool_threads: Option<usize>,
+    /// Most writing commands of one client's pipeline committed together while they write the
+    /// same keys' stripes, their replies sent once all are committed; 1: each alone
+    /// [default: 64].
+    #[arg(long, env = "SHALE_MAX_BATCHED_WRITES")]
+    pub max_batched_writes: Option<usize>,
     /// Log level filter (error, warn, info, debug, trace) [default: info].
     #[arg(long, env = "SHALE_LOG_LEVEL")]
     pub log_level: Option<String>,
@@ -122,6 +127,7 @@ struct FileConfig {
     memcached_kvs: Option<String>,
     executor: Option<Executor>,
     pool_threads: Option<usize>,
+    max_batched_writes: Option<usize>,
     /// Database number -> KVS name, for the databases that should not use `redis-N`.
     kvs: Option<BTreeMap<String, String>>,
 }
@@ -171,6 +177,8 @@ pub struct Config {
     pub memcached_kvs: String,
     pub executor: Executor,
     pub pool_threads: usize,
+    /// Most writing commands of a pipeline committed as one transaction.
+    pub max_batched_writes: usize,
     /// `shaledb::Options::warm_reads_per_sec`.
     pub warm_reads_per_sec: u64,
 }
@@ -310,6 +318,10 @@ impl Config {
             memcached_kvs: file.memcached_kvs.unwrap_or_else(|| "memcached".into()),
             executor: args.executor.or(file.executor).unwrap_or(default_executor),
             pool_threads: args.pool_threads.or(file.pool_threads).unwrap_or(64),
+            max_batched_writes: args
+                .max_batched_writes
+                .or(file.max_batched_writes)
+                .unwrap_or(64),
             warm_reads_per_sec: args
                 .warm_reads_per_sec
                 .or(file.warm_reads_per_sec)
@@ -332,6 +344,9 @@ impl Config {
         }
         if config.pool_threads == 0 {
             bail!("pool_threads must be at least 1");
+        }
+        if config.max_batched_writes == 0 {
+            bail!("max_batched_writes must be at least 1");
         }
         if config.maxclients == 0 || config.admin_maxclients == 0 {
             bail!("maxclients and admin_maxclients must be at least 1");

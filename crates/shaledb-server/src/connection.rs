@@ -11,7 +11,7 @@
 
 use crate::buffers::BufferCharge;
 use crate::clients::ClientSlot;
-use crate::commands::{takes_streamed_value, HeldStripes, Request, Session, Shared, Waiter};
+use crate::commands::{takes_streamed_value, PipelineRun, Request, Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::keyspace::{StagedBlob, Upload, CHUNK_BYTES};
 use crate::resp::{
@@ -602,19 +602,25 @@ fn execute_slice(
     pending: &mut VecDeque<Request>,
 ) -> Output {
     let mut output = Output::new();
-    let mut held = HeldStripes::default();
+    let mut run = PipelineRun::default();
     while let Some(mut request) = pending.pop_front() {
-        let reply = shared.execute_holding(session, &mut request, &mut held);
+        shared.execute_pipelined(session, &mut request, &mut run);
         if session.blocked.is_some() {
             // A blocking command found nothing: the connection queues it with the server
             // (`Client::wait_unblocked`).
             pending.push_front(request);
             break;
         }
-        reply.encode(session.protocol, &mut output);
+        for reply in run.final_replies() {
+            reply.encode(session.protocol, &mut output);
+        }
         if session.closing || output.len() >= OUTPUT_FLUSH_BYTES {
             break;
         }
+    }
+    shared.end_run(&mut run);
+    for reply in run.final_replies() {
+        reply.encode(session.protocol, &mut output);
     }
     output
 }

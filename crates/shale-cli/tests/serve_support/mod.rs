@@ -147,13 +147,27 @@ impl Client {
     }
 
     pub fn send(&mut self, args: &[&[u8]]) {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for arg in args {
-            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-            out.extend_from_slice(arg);
-            out.extend_from_slice(b"\r\n");
-        }
+        let mut out = Vec::new();
+        encode_request(&mut out, args);
         self.reader.get_mut().write_all(&out).unwrap();
+    }
+
+    /// Sends `requests` in one write (a pipeline the server reads at once).
+    pub fn send_all(&mut self, requests: &[Vec<&[u8]>]) -> std::io::Result<()> {
+        let mut out = Vec::new();
+        for args in requests {
+            encode_request(&mut out, args);
+        }
+        self.reader.get_mut().write_all(&out)
+    }
+
+    /// Sends `requests` as `send_all` does and reads their replies.
+    pub fn pipeline(&mut self, requests: &[Vec<&[u8]>]) -> Vec<Value> {
+        self.send_all(requests).unwrap();
+        requests
+            .iter()
+            .map(|_| self.read().expect("a reply"))
+            .collect()
     }
 
     pub fn call(&mut self, args: &[&str]) -> Value {
@@ -211,6 +225,15 @@ impl Client {
     /// Whether the server closed the connection.
     pub fn is_closed(&mut self) -> bool {
         self.read_line().is_none()
+    }
+}
+
+fn encode_request(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
     }
 }
 

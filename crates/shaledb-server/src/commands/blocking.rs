@@ -7,7 +7,7 @@
 //! the first that finds an element takes it and its reply goes down its channel. A request queued
 //! after a write it missed is run at once (the write generation tells).
 
-use super::{HeldStripes, Shared};
+use super::{PipelineRun, Shared};
 use crate::resp::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -84,12 +84,14 @@ impl Shared {
                 session.protocol = waiter.protocol;
                 session.authenticated = true;
                 session.block_retry = true;
-                let reply =
-                    self.execute_one(&mut session, &waiter.request, &mut HeldStripes::default());
-                if session.blocked.is_some() {
+                let mut run = PipelineRun::default();
+                self.execute_one(&mut session, &waiter.request, &mut run);
+                self.commit_run(&mut run);
+                drop(run.guards);
+                let Some(reply) = run.replies.pop() else {
                     index += 1;
                     continue;
-                }
+                };
                 let waiter = queue.remove(index).expect("index is in the queue");
                 // A client that left meanwhile drops its reply; the command's writes stand, as
                 // they do in Redis for a client disconnected after its command ran.

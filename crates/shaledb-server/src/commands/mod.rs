@@ -517,6 +517,8 @@ pub struct Shared {
     pub commands_processed: AtomicU64,
     pub connections_received: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// Transactions committed with writes (a pipeline's batched commands count once).
+    pub write_commits: AtomicU64,
     /// Counts commits that wrote: a blocked request queued late compares it with the one it saw.
     write_generation: AtomicU64,
     /// Requests waiting in blocking commands.
@@ -634,25 +636,52 @@ fn stripes_of<'r>(
     Stripes::Some(stripes)
 }
 
-/// Stripe locks a connection keeps from one command of its pipeline to the next, while its
-/// writing commands need exactly the same stripes (a pipeline of writes to one hot key, as
-/// redis-benchmark's LPUSH, SADD, HSET and ZADD send). Unlocking after each command woke the
-/// other network thread waiting for the stripe, and locking again parked this one: with two
-/// threads writing one key, a third of the server's time went to futex wakeups and task
-/// switches. Kept only while the connection runs commands without waiting for anything else:
-/// released before a command that needs other stripes or none, before blocked clients are
-/// served (they lock their own keys' stripes), and when the connection's slice of its pipeline
-/// ends, before it writes replies or reads requests.
+/// What one client's pipeline holds from one command to the next while its writing commands
+/// need exactly the same stripes (a pipeline of writes to one hot key, as redis-benchmark's
+/// LPUSH, SADD, HSET and ZADD send): the stripe locks, and the writes of up to
+/// `max_batched_writes` such commands in one transaction, committed together.
+///
+/// Unlocking after each command woke the other network thread waiting for the stripe, and
+/// locking again parked this one: with two threads writing one key, a third of the server's
+/// time went to futex wakeups and task switches. Committing each command alone wrote a hot
+/// list's bounds (or a set's count) once per command, and paid a commit per command; together,
+/// they are written once and committed once. Nobody can tell: the stripes stay locked until the
+/// commit, and every reply of the run waits for it (a failed commit turns each of its commands'
+/// replies into the error, so nothing is acknowledged that was not written).
+///
+/// Kept only while the connection runs commands without waiting for anything else: committed
+/// and released before a command that needs other stripes or none, while blocked clients wait
+/// (they are served after each command, as in Redis), and when the connection's slice of its
+/// pipeline ends, before it writes replies or reads requests.
 #[derive(Default)]
-pub struct HeldStripes<'a> {
+pub struct PipelineRun<'a> {
     stripes: Stripes,
     guards: Guards<'a>,
+    /// The uncommitted writes of the batched commands, if any.
+    tx: Option<Tx<'a>>,
+    /// Commands whose writes `tx` holds.
+    batched: usize,
+    /// Replies of the commands run, in order, not yet taken by the connection.
+    replies: Vec<Reply>,
+    /// Which of `replies` stand only if `tx` commits.
+    uncommitted: Vec<usize>,
 }
 
-impl HeldStripes<'_> {
+impl PipelineRun<'_> {
     fn release(&mut self) {
         self.guards.clear();
         self.stripes = Stripes::None;
+    }
+
+    /// The replies that are final, in order: none while a batch waits for its commit (later
+    /// replies wait behind it).
+    pub fn final_replies(&mut self) -> std::vec::Drain<'_, Reply> {
+        let end = if self.tx.is_some() {
+            0
+        } else {
+            self.replies.len()
+        };
+        self.replies.drain(..end)
     }
 }
 
@@ -708,6 +737,7 @@ impl Shared {
             commands_processed: AtomicU64::new(0),
             connections_received: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
+            write_commits: AtomicU64::new(0),
             write_generation: AtomicU64::new(0),
             waiters: blocking::Waiters::default(),
             started: Instant::now(),
@@ -744,48 +774,78 @@ impl Shared {
         self.lookup(request.first()?).map(|index| &COMMANDS[index])
     }
 
-    /// Runs one request and returns its reply; then, if it wrote, serves the clients waiting in
-    /// blocking commands.
-    pub fn execute(&self, session: &mut Session, request: &mut Request) -> Reply {
-        self.execute_holding(session, request, &mut HeldStripes::default())
+    /// Runs one request and returns its reply (`None`: it blocked); then, if it wrote, serves
+    /// the clients waiting in blocking commands.
+    pub fn execute(&self, session: &mut Session, request: &mut Request) -> Option<Reply> {
+        let mut run = PipelineRun::default();
+        self.execute_pipelined(session, request, &mut run);
+        self.end_run(&mut run);
+        run.replies.pop()
     }
 
-    /// Runs one request of a pipeline as `execute` does, under the stripe locks `held` kept
-    /// from the previous one when it writes the same stripes; leaves its own in `held`.
-    pub fn execute_holding<'a>(
+    /// Runs one request of a pipeline as `execute` does, in `run`: under the stripe locks kept
+    /// from the previous one, and with its writes batched with theirs, when it writes the same
+    /// stripes. Its reply joins `run`'s (none for a request that blocked).
+    pub fn execute_pipelined<'a>(
         &'a self,
         session: &mut Session,
         request: &mut Request,
-        held: &mut HeldStripes<'a>,
-    ) -> Reply {
+        run: &mut PipelineRun<'a>,
+    ) {
         let generation = self.write_generation();
         session.streamed = std::mem::take(&mut request.streamed);
-        let reply = self.execute_one(session, &request.args, held);
+        self.execute_one(session, &request.args, run);
         session.streamed.clear();
-        if self.write_generation() != generation && self.waiters.len() != 0 {
-            held.release();
-            self.serve_waiters();
-        }
-        reply
+        self.serve_waiters_after(generation, run);
     }
 
-    fn execute_one<'a>(
-        &'a self,
-        session: &mut Session,
-        args: &[Bytes],
-        held: &mut HeldStripes<'a>,
-    ) -> Reply {
+    /// Commits what `run` batched and releases its locks: every reply it holds is final.
+    pub fn end_run(&self, run: &mut PipelineRun<'_>) {
+        let generation = self.write_generation();
+        self.commit_run(run);
+        run.release();
+        self.serve_waiters_after(generation, run);
+    }
+
+    /// Serves the blocked clients if a commit since `generation` wrote what they wait for
+    /// (after releasing `run`'s locks: they lock their own keys' stripes).
+    fn serve_waiters_after(&self, generation: u64, run: &mut PipelineRun<'_>) {
+        if self.write_generation() != generation && self.waiters.len() != 0 {
+            run.release();
+            self.serve_waiters();
+        }
+    }
+
+    /// Commits the writes `run` batched; if that fails, the replies that depended on them
+    /// become its error.
+    fn commit_run(&self, run: &mut PipelineRun<'_>) {
+        let Some(tx) = run.tx.take() else {
+            return;
+        };
+        run.batched = 0;
+        if let Err(error) = self.commit(tx) {
+            for &index in &run.uncommitted {
+                run.replies[index] = error.clone();
+            }
+        }
+        run.uncommitted.clear();
+    }
+
+    /// Runs one command in `run` (see `execute_pipelined`), leaving its reply there.
+    fn execute_one<'a>(&'a self, session: &mut Session, args: &[Bytes], run: &mut PipelineRun<'a>) {
         let Some(index) = self.lookup(&args[0]) else {
             session.multi_failed |= session.multi.is_some();
-            return unknown_command(args);
+            return run.replies.push(unknown_command(args));
         };
         let command = &COMMANDS[index];
         if !arity_ok(command, args) {
             session.multi_failed |= session.multi.is_some();
-            return wrong_arity(command.name);
+            return run.replies.push(wrong_arity(command.name));
         }
         if !session.authenticated && !matches!(command.name, "AUTH" | "HELLO" | "QUIT") {
-            return Reply::error("NOAUTH Authentication required.");
+            return run
+                .replies
+                .push(Reply::error("NOAUTH Authentication required."));
         }
         if let Some(queue) = &mut session.multi {
             if !matches!(
@@ -797,29 +857,69 @@ impl Shared {
                     args: args.to_vec(),
                     streamed: std::mem::take(&mut session.streamed),
                 });
-                return Reply::Status("QUEUED");
+                return run.replies.push(Reply::Status("QUEUED"));
             }
         }
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
+        let mut batching = false;
         if command.writes() {
             let stripes = stripes_of([(command, args)].into_iter(), false);
-            if held.stripes != stripes {
-                held.release();
-                held.guards = self.lock_stripes(&stripes);
-                held.stripes = stripes;
+            // Commands that may touch any key (FLUSHALL, SWAPDB, MOVE, ...) run alone; so does
+            // everything while blocked clients wait, so they are served after each command.
+            batching = matches!(stripes, Stripes::Some(_))
+                && self.config.max_batched_writes > 1
+                && self.waiters.len() == 0;
+            let joins =
+                batching && run.stripes == stripes && run.batched < self.config.max_batched_writes;
+            if !joins {
+                self.commit_run(run);
+            }
+            if run.stripes != stripes {
+                run.release();
+                run.guards = self.lock_stripes(&stripes);
+                run.stripes = stripes;
             }
         } else {
-            // EXEC locks its own keys' stripes; a reader needs none.
-            held.release();
+            // EXEC locks its own keys' stripes; a reader needs none; both see what came before.
+            self.commit_run(run);
+            run.release();
         }
-        let mut tx = self.tx();
-        let outcome = self
-            .run(command, session, &mut tx, args)
-            .and_then(|reply| self.commit(tx).map(|()| reply));
+        if !batching {
+            let mut tx = self.tx();
+            let outcome = self
+                .run(command, session, &mut tx, args)
+                .and_then(|reply| self.commit(tx).map(|()| reply));
+            self.metrics
+                .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
+            if session.blocked.is_none() {
+                run.replies.push(outcome.unwrap_or_else(|error| error));
+            }
+            return;
+        }
+        let tx = run.tx.get_or_insert_with(|| self.tx());
+        // The first command's failure drops the transaction; a later one's rolls back only its
+        // own writes (as EXEC does).
+        let savepoint = (run.batched > 0).then(|| tx.savepoint());
+        let outcome = self.run(command, session, tx, args);
         self.metrics
             .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
-        outcome.unwrap_or_else(|error| error)
+        match outcome {
+            // Blocked: it found nothing to take and wrote nothing; it has no reply yet.
+            Ok(_) if session.blocked.is_some() => {}
+            Ok(reply) => {
+                run.batched += 1;
+                run.uncommitted.push(run.replies.len());
+                run.replies.push(reply);
+            }
+            Err(error) => {
+                match savepoint {
+                    Some(savepoint) => tx.rollback(savepoint),
+                    None => run.tx = None,
+                }
+                run.replies.push(error);
+            }
+        }
     }
 
     /// A transaction for commands (strings read whole are bounded by max_in_memory_string_bytes;
@@ -849,7 +949,11 @@ impl Shared {
     /// Commits a transaction and tells WATCHers and blocked clients about the keys it wrote.
     fn commit(&self, tx: Tx<'_>) -> Result<(), Reply> {
         let touched = tx.touched().to_vec();
+        let writes = tx.write_count() != 0;
         tx.commit()?;
+        if writes {
+            self.write_commits.fetch_add(1, Ordering::Relaxed);
+        }
         self.wrote(&touched);
         Ok(())
     }

@@ -64,6 +64,7 @@ impl Server {
             .collect();
         self.shared
             .execute(&mut self.session, &mut Request::from(args))
+            .expect("no command here blocks")
     }
 
     fn kvs(&self) -> Kvs {
@@ -429,10 +430,12 @@ fn a_wrong_or_missing_layout_record_is_refused_at_open() {
     }
     let shared = open(&dir.path().join("db")).unwrap_or_else(|_| panic!("repaired"));
     let mut session = shared.new_session();
-    let reply = shared.execute(
-        &mut session,
-        &mut Request::from(vec![Bytes::from("GET"), Bytes::from("k")]),
-    );
+    let reply = shared
+        .execute(
+            &mut session,
+            &mut Request::from(vec![Bytes::from("GET"), Bytes::from("k")]),
+        )
+        .expect("GET does not block");
     assert!(same(&reply, &Reply::Bulk(Bytes::from("v"))), "{reply:?}");
     drop(shared);
 
@@ -609,14 +612,16 @@ fn a_layout_3_database_is_served_and_marked_layout_4() {
     let (dir, reopened) = server.restart();
     let shared = reopened.unwrap_or_else(|_| panic!("a layout-3 database opens"));
     let mut session = shared.new_session();
-    let reply = shared.execute(
-        &mut session,
-        &mut Request::from(vec![
-            Bytes::from("HGET"),
-            Bytes::from("h"),
-            Bytes::from("f"),
-        ]),
-    );
+    let reply = shared
+        .execute(
+            &mut session,
+            &mut Request::from(vec![
+                Bytes::from("HGET"),
+                Bytes::from("h"),
+                Bytes::from("f"),
+            ]),
+        )
+        .expect("HGET does not block");
     assert!(same(&reply, &Reply::Bulk(Bytes::from("v"))), "{reply:?}");
     let layout = shared.db.kvs(KVS).unwrap().get(LAYOUT_KEY).unwrap();
     assert_eq!(layout.as_deref(), Some(LAYOUT_VALUE.as_bytes()));

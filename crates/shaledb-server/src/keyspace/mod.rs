@@ -209,14 +209,19 @@ pub fn kvs_options() -> shaledb::KvsOptions {
 }
 
 fn base(key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.len() + 16);
+    base_with_room(key, 16)
+}
+
+/// `base(key)` with room for `more` bytes after it (no reallocation as a record key is built).
+fn base_with_room(key: &[u8], more: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + key.len() + more);
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());
     out.extend_from_slice(key);
     out
 }
 
 fn record_key(key: &[u8], tag: u8, suffix: &[u8]) -> Result<Vec<u8>> {
-    let mut out = base(key);
+    let mut out = base_with_room(key, 1 + suffix.len());
     out.push(tag);
     out.extend_from_slice(suffix);
     if out.len() > shaledb::limits::KEY_BYTES_MAX {

@@ -24,6 +24,10 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Index probes `View::first_record_key` makes past records the transaction deleted before it
+/// reads through a cursor instead.
+const FIRST_RECORD_PROBES: usize = 4;
+
 /// Writes buffered across the databases of one command or transaction.
 pub struct Tx<'s> {
     spaces: &'s [Keyspace],
@@ -751,13 +755,40 @@ impl<'t, 's> View<'t, 's> {
 
     /// The first record key from `start` (inclusive) to `end` (exclusive).
     fn first_record_key(&self, start: &[u8], end: &[u8]) -> Result<Option<Bytes>> {
-        let own_writes_in_range = !self.tx.cleared.is_empty()
-            || (!self.tx.writes.is_empty() && self.writes_in(start, end).next().is_some());
-        if !own_writes_in_range {
+        let kvs = &self.space_ref().kvs;
+        let own_writes_in_range =
+            !self.tx.writes.is_empty() && self.writes_in(start, end).next().is_some();
+        if !own_writes_in_range && self.tx.cleared.is_empty() {
             // One index probe (a key's records are one key group), where a cursor would pin a
             // snapshot and fetch a chunk: a writer's type check, before its first write, cost
             // a quarter of SADD's time through the cursor.
-            return Ok(self.space_ref().kvs.first_key(start..end)?);
+            return Ok(kvs.first_key(start..end)?);
+        }
+        if self.tx.cleared.is_empty() {
+            // This transaction wrote records here (a pipeline's batched commands writing one
+            // key): its first put, or the engine's first record it did not delete, whichever
+            // comes first. A few probes past its deletions, then a cursor as below.
+            let first_put = self
+                .writes_in(start, end)
+                .find(|(_, value)| value.is_some())
+                .map(|((_, record), _)| Bytes::copy_from_slice(record));
+            let mut deleted: Option<Bytes> = None;
+            for _ in 0..FIRST_RECORD_PROBES {
+                let from = match &deleted {
+                    Some(record) => Bound::Excluded(&record[..]),
+                    None => Bound::Included(start),
+                };
+                let Some(record) = kvs.first_key::<&[u8], _>((from, Bound::Excluded(end)))? else {
+                    return Ok(first_put);
+                };
+                if first_put.as_ref().is_some_and(|put| *put <= record) {
+                    return Ok(first_put);
+                }
+                match self.pending(&record) {
+                    Some(None) => deleted = Some(record),
+                    _ => return Ok(Some(record)),
+                }
+            }
         }
         self.records_taking(start.to_vec(), end.to_vec(), false, Some(1))
             .next()
@@ -1779,5 +1810,71 @@ mod tests {
             2,
             "the key counts were rolled back too"
         );
+    }
+    #[test]
+    fn a_transactions_own_deletions_and_puts_decide_a_keys_type() {
+        // A pipeline's batched commands share one transaction: a type check after it deleted a
+        // key's first records must look past them (index probes, then a cursor past
+        // FIRST_RECORD_PROBES of them), find a record it put before them, and find no key once
+        // every record has gone.
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let fields: Vec<Bytes> = (0..10).map(|n| Bytes::from(format!("f{n}"))).collect();
+        let value = Bytes::from("v");
+        let pairs: Vec<(Bytes, Bytes)> =
+            fields.iter().map(|f| (f.clone(), value.clone())).collect();
+        let mut tx = Tx::new(spaces).packing(Packing::NEVER);
+        tx.on(0)
+            .put_members(b"h", KeyType::Hash, &pairs, false)
+            .unwrap();
+        tx.commit().unwrap();
+        // A packed hash outgrowing its packing in the transaction: its packed record, first in
+        // the engine, is deleted; the type check must find the field records put instead.
+        let tiny = Packing {
+            members_max: 4,
+            bytes_max: 400,
+        };
+        let mut tx = Tx::new(spaces).packing(tiny);
+        tx.on(0)
+            .put_members(b"p", KeyType::Hash, &pairs[..3], false)
+            .unwrap();
+        tx.commit().unwrap();
+        let mut tx = Tx::new(spaces).packing(tiny);
+        let mut view = tx.on(0);
+        assert_eq!(view.encoding(b"p").unwrap(), Some("packed"));
+        for pair in &pairs[3..6] {
+            let added = view.put_members(b"p", KeyType::Hash, std::slice::from_ref(pair), false);
+            assert_eq!(added.unwrap(), 1, "{pair:?}");
+        }
+        assert_eq!(view.encoding(b"p").unwrap(), Some("records"));
+        assert_eq!(view.member_count(b"p", KeyType::Hash).unwrap(), 6);
+        for deleted in 0..=fields.len() {
+            for put_first in [false, true] {
+                let mut tx = Tx::new(spaces).packing(Packing::NEVER);
+                let mut view = tx.on(0);
+                // One field at a time, as pipelined HDELs do: each finds the hash first.
+                for field in &fields[..deleted] {
+                    let removed =
+                        view.remove_members(b"h", KeyType::Hash, std::slice::from_ref(field));
+                    assert_eq!(removed.unwrap(), 1, "{field:?}");
+                }
+                if put_first {
+                    let first = [(Bytes::from("a"), value.clone())];
+                    view.put_members(b"h", KeyType::Hash, &first, false)
+                        .unwrap();
+                }
+                let expected = (deleted < fields.len() || put_first).then_some(KeyType::Hash);
+                assert_eq!(
+                    view.key_type(b"h").unwrap(),
+                    expected,
+                    "{deleted} deleted, a field put first: {put_first}"
+                );
+                assert_eq!(
+                    view.member_count(b"h", KeyType::Hash).unwrap(),
+                    fields.len() - deleted + usize::from(put_first)
+                );
+            }
+        }
     }
 }
