@@ -28,6 +28,77 @@ use std::sync::Arc;
 /// reads through a cursor instead.
 const FIRST_RECORD_PROBES: usize = 4;
 
+/// A transaction's record writes: database -> record key -> `Some(value)` put or `None`
+/// deleted. Kept per database so a read looks its record key up as it is, with no slot key
+/// built (a pipeline's batched commands read through many writes). No empty inner map.
+#[derive(Default, Clone, Debug, PartialEq)]
+struct PendingWrites(BTreeMap<usize, BTreeMap<Vec<u8>, Option<Bytes>>>);
+
+impl PendingWrites {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.0.values().map(BTreeMap::len).sum()
+    }
+
+    fn get(&self, db: usize, record: &[u8]) -> Option<&Option<Bytes>> {
+        self.0.get(&db)?.get(record)
+    }
+
+    /// Sets a slot; what it held before.
+    fn insert(
+        &mut self,
+        (db, record): (usize, Vec<u8>),
+        value: Option<Bytes>,
+    ) -> Option<Option<Bytes>> {
+        self.0.entry(db).or_default().insert(record, value)
+    }
+
+    /// Empties a slot; what it held.
+    fn remove(&mut self, (db, record): (usize, Vec<u8>)) -> Option<Option<Bytes>> {
+        let records = self.0.get_mut(&db)?;
+        let before = records.remove(&record);
+        if records.is_empty() {
+            self.0.remove(&db);
+        }
+        before
+    }
+
+    /// Database `db`'s writes from `start` (inclusive) to `end` (exclusive).
+    fn range<'a>(
+        &'a self,
+        db: usize,
+        start: &'a [u8],
+        end: &'a [u8],
+    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Bytes>)> + 'a {
+        self.0.get(&db).into_iter().flat_map(move |records| {
+            records.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+        })
+    }
+
+    /// Database `db`'s writes from `start` (inclusive) on.
+    fn from<'a>(
+        &'a self,
+        db: usize,
+        start: &'a [u8],
+    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Bytes>)> + 'a {
+        self.0.get(&db).into_iter().flat_map(move |records| {
+            records.range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
+        })
+    }
+
+    /// Every write, in (database, record key) order.
+    fn into_records(self) -> impl Iterator<Item = (usize, Vec<u8>, Option<Bytes>)> {
+        self.0.into_iter().flat_map(|(db, records)| {
+            records
+                .into_iter()
+                .map(move |(record, value)| (db, record, value))
+        })
+    }
+}
+
 /// Writes buffered across the databases of one command or transaction.
 pub struct Tx<'s> {
     spaces: &'s [Keyspace],
@@ -38,8 +109,8 @@ pub struct Tx<'s> {
     /// database used is kept apart: most commands use one, and need no table of all.
     first_space: OnceCell<(usize, Arc<Space>)>,
     other_spaces: OnceCell<Box<[OnceCell<Arc<Space>>]>>,
-    /// (database, record key) -> `Some(value)` put or `None` deleted, after any clear below.
-    writes: BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
+    /// The records put and deleted, after any clear below.
+    writes: PendingWrites,
     /// (database, prefix) deleted, in order; shared with the cursors reading through this
     /// transaction (copied only if one is alive when another prefix is cleared).
     cleared: ClearedPrefixes,
@@ -79,7 +150,7 @@ impl<'s> Tx<'s> {
             spaces,
             first_space: OnceCell::new(),
             other_spaces: OnceCell::new(),
-            writes: BTreeMap::new(),
+            writes: PendingWrites::default(),
             cleared: ClearedPrefixes::default(),
             flushed: BTreeSet::new(),
             count_deltas: BTreeMap::new(),
@@ -146,7 +217,7 @@ impl<'s> Tx<'s> {
         // The keys are moved into the batch. Each value is copied once: the value cache keeps
         // what the batch holds, and a value may be a slice of a client's whole read buffer
         // (a member or field taken from the request), which it would keep alive.
-        for ((db, key), value) in std::mem::take(&mut self.writes) {
+        for (db, key, value) in std::mem::take(&mut self.writes).into_records() {
             let kvs = &self.space_of(db).kvs;
             match value {
                 Some(value) => batch.put_owned(kvs, key, Bytes::copy_from_slice(&value)),
@@ -220,7 +291,7 @@ impl Tx<'_> {
                     self.writes.insert(slot, value);
                 }
                 Undo::Write(slot, None) => {
-                    self.writes.remove(&slot);
+                    self.writes.remove(slot);
                 }
                 Undo::Delta(slot, Some(delta)) => {
                     self.count_deltas.insert(slot, delta);
@@ -254,7 +325,7 @@ impl Tx<'_> {
 
     /// Forgets a write (a prefix cleared after it), noting it for a rollback.
     fn forget_write(&mut self, slot: (usize, Vec<u8>)) {
-        let before = self.writes.remove(&slot);
+        let before = self.writes.remove(slot.clone());
         if let Some(undo) = &mut self.undo {
             undo.push(Undo::Write(slot, before));
         }
@@ -298,10 +369,8 @@ impl<'t, 's> View<'t, 's> {
     /// record (`Some(None)`: deleted, or under a prefix it cleared); `None` when the engine does.
     pub(super) fn pending(&self, record: &[u8]) -> Option<Option<Bytes>> {
         // Most reads come before the command's first write: no slot key to build for them.
-        if !self.tx.writes.is_empty() {
-            if let Some(value) = self.tx.writes.get(&(self.db, record.to_vec())) {
-                return Some(value.clone());
-            }
+        if let Some(value) = self.tx.writes.get(self.db, record) {
+            return Some(value.clone());
         }
         self.is_cleared(record).then_some(None)
     }
@@ -339,7 +408,7 @@ impl<'t, 's> View<'t, 's> {
     ) -> Records {
         let overlay: VecDeque<(Bytes, Option<Bytes>)> = self
             .writes_in(&start, &end)
-            .map(|((_, key), value)| (Bytes::copy_from_slice(key), value.clone()))
+            .map(|(key, value)| (Bytes::copy_from_slice(key), value.clone()))
             .collect();
         let mut iter = self.space_ref().kvs.range(start..end);
         if let Some(take) = take {
@@ -354,15 +423,12 @@ impl<'t, 's> View<'t, 's> {
     }
 
     /// This transaction's writes of records from `start` (inclusive) to `end` (exclusive).
-    fn writes_in(
-        &self,
-        start: &[u8],
-        end: &[u8],
-    ) -> std::collections::btree_map::Range<'_, (usize, Vec<u8>), Option<Bytes>> {
-        self.tx.writes.range((
-            Bound::Included((self.db, start.to_vec())),
-            Bound::Excluded((self.db, end.to_vec())),
-        ))
+    fn writes_in<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: &'a [u8],
+    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Bytes>)> + 'a {
+        self.tx.writes.range(self.db, start, end)
     }
 
     /// The records of `key` with tag `tag` (a hash's fields, a set's members, ...), in order.
@@ -708,9 +774,9 @@ impl<'t, 's> View<'t, 's> {
         let doomed: Vec<(usize, Vec<u8>)> = self
             .tx
             .writes
-            .range((db, prefix.clone())..)
-            .take_while(|((write_db, key), _)| *write_db == db && key.starts_with(&prefix))
-            .map(|(slot, _)| slot.clone())
+            .from(db, &prefix)
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .map(|(key, _)| (db, key.clone()))
             .collect();
         for slot in doomed {
             self.tx.forget_write(slot);
@@ -756,8 +822,7 @@ impl<'t, 's> View<'t, 's> {
     /// The first record key from `start` (inclusive) to `end` (exclusive).
     fn first_record_key(&self, start: &[u8], end: &[u8]) -> Result<Option<Bytes>> {
         let kvs = &self.space_ref().kvs;
-        let own_writes_in_range =
-            !self.tx.writes.is_empty() && self.writes_in(start, end).next().is_some();
+        let own_writes_in_range = self.writes_in(start, end).next().is_some();
         if !own_writes_in_range && self.tx.cleared.is_empty() {
             // One index probe (a key's records are one key group), where a cursor would pin a
             // snapshot and fetch a chunk: a writer's type check, before its first write, cost
@@ -771,7 +836,7 @@ impl<'t, 's> View<'t, 's> {
             let first_put = self
                 .writes_in(start, end)
                 .find(|(_, value)| value.is_some())
-                .map(|((_, record), _)| Bytes::copy_from_slice(record));
+                .map(|(record, _)| Bytes::copy_from_slice(record));
             let mut deleted: Option<Bytes> = None;
             for _ in 0..FIRST_RECORD_PROBES {
                 let from = match &deleted {
@@ -1267,7 +1332,7 @@ mod tests {
 
     /// What the clone-based savepoints this undo log replaced copied.
     type State = (
-        BTreeMap<(usize, Vec<u8>), Option<Bytes>>,
+        PendingWrites,
         Vec<(usize, Vec<u8>)>,
         BTreeSet<usize>,
         BTreeMap<(usize, usize), i64>,
