@@ -604,7 +604,7 @@ fn execute_slice(
     let mut output = Output::new();
     let mut run = PipelineRun::default();
     while let Some(mut request) = pending.pop_front() {
-        shared.execute_pipelined(session, &mut request, &mut run);
+        shared.execute_pipelined(session, &mut request, pending.front(), &mut run);
         if session.blocked.is_some() {
             // A blocking command found nothing: the connection queues it with the server
             // (`Client::wait_unblocked`).

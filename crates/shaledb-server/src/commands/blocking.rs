@@ -85,7 +85,7 @@ impl Shared {
                 session.authenticated = true;
                 session.block_retry = true;
                 let mut run = PipelineRun::default();
-                self.execute_one(&mut session, &waiter.request, &mut run);
+                self.execute_one(&mut session, &waiter.request, None, &mut run);
                 self.commit_run(&mut run);
                 drop(run.guards);
                 let Some(reply) = run.replies.pop() else {

@@ -778,23 +778,25 @@ impl Shared {
     /// the clients waiting in blocking commands.
     pub fn execute(&self, session: &mut Session, request: &mut Request) -> Option<Reply> {
         let mut run = PipelineRun::default();
-        self.execute_pipelined(session, request, &mut run);
+        self.execute_pipelined(session, request, None, &mut run);
         self.end_run(&mut run);
         run.replies.pop()
     }
 
     /// Runs one request of a pipeline as `execute` does, in `run`: under the stripe locks kept
     /// from the previous one, and with its writes batched with theirs, when it writes the same
-    /// stripes. Its reply joins `run`'s (none for a request that blocked).
+    /// stripes (`next`, the request after it, says whether to start a batch). Its reply joins
+    /// `run`'s (none for a request that blocked).
     pub fn execute_pipelined<'a>(
         &'a self,
         session: &mut Session,
         request: &mut Request,
+        next: Option<&Request>,
         run: &mut PipelineRun<'a>,
     ) {
         let generation = self.write_generation();
         session.streamed = std::mem::take(&mut request.streamed);
-        self.execute_one(session, &request.args, run);
+        self.execute_one(session, &request.args, next.map(|next| &next.args[..]), run);
         session.streamed.clear();
         self.serve_waiters_after(generation, run);
     }
@@ -814,6 +816,13 @@ impl Shared {
             run.release();
             self.serve_waiters();
         }
+    }
+
+    /// Whether the request `next` may join a batch the writing command `args` starts: under
+    /// `sync`, any (`lock_more`); otherwise one on the same key (first argument), the hot-key
+    /// pipeline batches are for.
+    fn may_join(&self, args: &[Bytes], next: &[Bytes]) -> bool {
+        self.config.durability == shaledb::Durability::Sync || args.get(1) == next.get(1)
     }
 
     /// Adds `wanted` to the stripes `run` holds, if no one else holds those it lacks and
@@ -864,7 +873,13 @@ impl Shared {
     }
 
     /// Runs one command in `run` (see `execute_pipelined`), leaving its reply there.
-    fn execute_one<'a>(&'a self, session: &mut Session, args: &[Bytes], run: &mut PipelineRun<'a>) {
+    fn execute_one<'a>(
+        &'a self,
+        session: &mut Session,
+        args: &[Bytes],
+        next: Option<&[Bytes]>,
+        run: &mut PipelineRun<'a>,
+    ) {
         let Some(index) = self.lookup(&args[0]) else {
             session.multi_failed |= session.multi.is_some();
             return run.replies.push(unknown_command(args));
@@ -899,10 +914,10 @@ impl Shared {
             let stripes = stripes_of([(command, args)].into_iter(), false);
             // Commands that may touch any key (FLUSHALL, SWAPDB, MOVE, ...) run alone; so does
             // everything while blocked clients wait, so they are served after each command.
-            batching = matches!(stripes, Stripes::Some(_))
+            let may_batch = matches!(stripes, Stripes::Some(_))
                 && self.config.max_batched_writes > 1
                 && self.waiters.len() == 0;
-            let joins = batching
+            let joins = may_batch
                 && run.tx.is_some()
                 && run.batched < self.config.max_batched_writes
                 && self.lock_more(run, &stripes);
@@ -914,6 +929,9 @@ impl Shared {
                     run.stripes = stripes;
                 }
             }
+            // A batch starts only if the next request may join it: kept open for nothing, a
+            // transaction is a deferred commit that costs more than it saves.
+            batching = joins || (may_batch && next.is_some_and(|next| self.may_join(args, next)));
         } else {
             // EXEC locks its own keys' stripes; a reader needs none; both see what came before.
             self.commit_run(run);

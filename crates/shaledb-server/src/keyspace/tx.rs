@@ -822,8 +822,15 @@ impl<'t, 's> View<'t, 's> {
     /// The first record key from `start` (inclusive) to `end` (exclusive).
     fn first_record_key(&self, start: &[u8], end: &[u8]) -> Result<Option<Bytes>> {
         let kvs = &self.space_ref().kvs;
-        let own_writes_in_range = self.writes_in(start, end).next().is_some();
-        if !own_writes_in_range && self.tx.cleared.is_empty() {
+        // This transaction's writes in the range, found with one search from `start` (a range
+        // with both ends searches twice; this runs for every command of a batched pipeline).
+        let mut own_writes = self
+            .tx
+            .writes
+            .from(self.db, start)
+            .take_while(|(record, _)| record.as_slice() < end)
+            .peekable();
+        if own_writes.peek().is_none() && self.tx.cleared.is_empty() {
             // One index probe (a key's records are one key group), where a cursor would pin a
             // snapshot and fetch a chunk: a writer's type check, before its first write, cost
             // a quarter of SADD's time through the cursor.
@@ -833,8 +840,7 @@ impl<'t, 's> View<'t, 's> {
             // This transaction wrote records here (a pipeline's batched commands writing one
             // key): its first put, or the engine's first record it did not delete, whichever
             // comes first. A few probes past its deletions, then a cursor as below.
-            let first_put = self
-                .writes_in(start, end)
+            let first_put = own_writes
                 .find(|(_, value)| value.is_some())
                 .map(|(record, _)| Bytes::copy_from_slice(record));
             let mut deleted: Option<Bytes> = None;
