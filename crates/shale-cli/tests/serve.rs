@@ -382,10 +382,14 @@ fn info_stat(client: &mut Client, field: &str) -> u64 {
     let Value::Bulk(info) = client.call(&["INFO", "stats"]) else {
         panic!("INFO answers a bulk string")
     };
-    let info = String::from_utf8(info).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
+    named_number(&String::from_utf8(info).unwrap(), field, ':')
+}
+
+/// The number on the line of `text` that starts with `name` and `separator`.
+fn named_number(text: &str, name: &str, separator: char) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(separator))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
         .parse()
         .unwrap()
 }
@@ -941,12 +945,7 @@ fn long_string_values_behave_like_any_string() {
 /// The value of the metric `name` (a gauge without labels) in a `/metrics` page.
 fn gauge(server: &Server, name: &str) -> u64 {
     let (_, metrics) = server.admin_get("/metrics");
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
-        .parse()
-        .unwrap()
+    named_number(&metrics, name, ' ')
 }
 
 /// A stopped server saves the keys its cache holds (`HOME/warm-keys`); the next start reads
