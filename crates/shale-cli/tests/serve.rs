@@ -417,7 +417,7 @@ fn a_pipeline_of_writes_to_one_key_commits_them_together_up_to_max_batched_write
     expected.push(Value::Error("ERR index out of range".into()));
     expected.push(Value::Int(11));
     expected.push(Value::Int(11));
-    // 11 writing commands: one commit by default, in runs of 4 with 4, each alone with 1.
+    // 11 writing commands that succeed: one commit by default, three in runs of 4 with 4.
     for (flags, commits) in [(&[][..], 1), (&["--max-batched-writes", "4"][..], 3)] {
         let dir = tempfile::tempdir().unwrap();
         let server = Server::start(&dir.path().join("db"), flags);

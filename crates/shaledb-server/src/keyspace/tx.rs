@@ -57,25 +57,26 @@ impl PendingWrites {
     }
 
     /// Empties a slot; what it held.
-    fn remove(&mut self, (db, record): (usize, Vec<u8>)) -> Option<Option<Bytes>> {
+    fn remove(&mut self, db: usize, record: &[u8]) -> Option<Option<Bytes>> {
         let records = self.0.get_mut(&db)?;
-        let before = records.remove(&record);
+        let before = records.remove(record);
         if records.is_empty() {
             self.0.remove(&db);
         }
         before
     }
 
-    /// Database `db`'s writes from `start` (inclusive) to `end` (exclusive).
+    /// Database `db`'s writes from `start` (inclusive) to `end` (exclusive), found with one
+    /// search from `start` (a range with both ends searches twice; a batched pipeline's every
+    /// type check asks).
     fn range<'a>(
         &'a self,
         db: usize,
         start: &'a [u8],
         end: &'a [u8],
     ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Bytes>)> + 'a {
-        self.0.get(&db).into_iter().flat_map(move |records| {
-            records.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-        })
+        self.from(db, start)
+            .take_while(move |(record, _)| record.as_slice() < end)
     }
 
     /// Database `db`'s writes from `start` (inclusive) on.
@@ -290,8 +291,8 @@ impl Tx<'_> {
                 Undo::Write(slot, Some(value)) => {
                     self.writes.insert(slot, value);
                 }
-                Undo::Write(slot, None) => {
-                    self.writes.remove(slot);
+                Undo::Write((db, record), None) => {
+                    self.writes.remove(db, &record);
                 }
                 Undo::Delta(slot, Some(delta)) => {
                     self.count_deltas.insert(slot, delta);
@@ -325,7 +326,7 @@ impl Tx<'_> {
 
     /// Forgets a write (a prefix cleared after it), noting it for a rollback.
     fn forget_write(&mut self, slot: (usize, Vec<u8>)) {
-        let before = self.writes.remove(slot.clone());
+        let before = self.writes.remove(slot.0, &slot.1);
         if let Some(undo) = &mut self.undo {
             undo.push(Undo::Write(slot, before));
         }
@@ -822,14 +823,7 @@ impl<'t, 's> View<'t, 's> {
     /// The first record key from `start` (inclusive) to `end` (exclusive).
     fn first_record_key(&self, start: &[u8], end: &[u8]) -> Result<Option<Bytes>> {
         let kvs = &self.space_ref().kvs;
-        // This transaction's writes in the range, found with one search from `start` (a range
-        // with both ends searches twice; this runs for every command of a batched pipeline).
-        let mut own_writes = self
-            .tx
-            .writes
-            .from(self.db, start)
-            .take_while(|(record, _)| record.as_slice() < end)
-            .peekable();
+        let mut own_writes = self.writes_in(start, end).peekable();
         if own_writes.peek().is_none() && self.tx.cleared.is_empty() {
             // One index probe (a key's records are one key group), where a cursor would pin a
             // snapshot and fetch a chunk: a writer's type check, before its first write, cost
