@@ -18,7 +18,7 @@ use super::{
 };
 use bytes::Bytes;
 use shaledb::WriteBatch;
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -137,6 +137,40 @@ pub struct Tx<'s> {
     /// only what came after it (EXEC takes one per command; copying the writes each time would
     /// make a long transaction quadratic).
     undo: Option<Vec<Undo>>,
+    /// The type of the key whose type was read last, kept while this transaction's writes
+    /// leave it true: a pipeline's batched commands on one key read its type once, where each
+    /// read probed the index (a fifth of LPUSH's and ZADD's instructions).
+    known_type: RefCell<Option<KnownType>>,
+}
+
+/// What [`View::stored_tag`] found for one key.
+struct KnownType {
+    db: usize,
+    /// The key's base: every record of the key starts with it, then its tag.
+    base: Vec<u8>,
+    stored: Option<(KeyType, u8)>,
+}
+
+impl KnownType {
+    fn is_of(&self, db: usize, key: &[u8]) -> bool {
+        self.db == db && self.base.len() == 4 + key.len() && self.base[4..] == *key
+    }
+
+    /// Whether writing `record` (`put`, else deleting it) in `db` leaves this true: a record of
+    /// another key does, and so does one sorting after the key's first record (a put of its
+    /// tag or a later one, a deletion of a later one), which keeps the first record's tag.
+    fn survives(&self, db: usize, record: &[u8], put: bool) -> bool {
+        if self.db != db || !record.starts_with(&self.base) {
+            return true;
+        }
+        match (self.stored, record.get(self.base.len()), put) {
+            (Some((_, first_tag)), Some(&tag), true) => tag >= first_tag,
+            (Some((_, first_tag)), Some(&tag), false) => tag > first_tag,
+            // Deleting a record of a key that has none leaves it with none.
+            (None, _, false) => true,
+            _ => false,
+        }
+    }
 }
 
 /// One change a rollback can undo: what a slot held before it (`None`: nothing).
@@ -162,6 +196,7 @@ impl<'s> Tx<'s> {
             string_bytes_max: usize::MAX,
             packing: Packing::DEFAULT,
             undo: None,
+            known_type: RefCell::new(None),
         }
     }
 
@@ -285,6 +320,7 @@ impl Tx<'_> {
     }
 
     pub fn rollback(&mut self, savepoint: Savepoint) {
+        self.known_type.take();
         let undo = self.undo.as_mut().expect("a savepoint starts the undo log");
         for change in undo.drain(savepoint.undo..).rev() {
             match change {
@@ -313,6 +349,13 @@ impl Tx<'_> {
 
     /// Puts (`Some`) or deletes (`None`) a record, noting what it replaced for a rollback.
     fn write(&mut self, slot: (usize, Vec<u8>), value: Option<Bytes>) {
+        let known_type = self.known_type.get_mut();
+        if known_type
+            .as_ref()
+            .is_some_and(|known| !known.survives(slot.0, &slot.1, value.is_some()))
+        {
+            *known_type = None;
+        }
         match &mut self.undo {
             None => {
                 self.writes.insert(slot, value);
@@ -782,6 +825,7 @@ impl<'t, 's> View<'t, 's> {
         for slot in doomed {
             self.tx.forget_write(slot);
         }
+        self.tx.known_type.take();
         self.tx.cleared.push(db, prefix);
     }
 
@@ -810,14 +854,28 @@ impl<'t, 's> View<'t, 's> {
     /// The type of `key` and the tag of its first record that names it (else damage), whether
     /// or not it has expired.
     fn stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
+        if let Some(known) = &*self.tx.known_type.borrow() {
+            if known.is_of(self.db, key) {
+                return Ok(known.stored);
+            }
+        }
         // One buffer for both bounds: the key's base, then the tag that ends its records.
-        let end = key_end(key);
+        let mut end = key_end(key);
         let prefix_len = end.len() - 1;
-        let Some(record) = self.first_record_key(&end[..prefix_len], &end)? else {
-            return Ok(None);
+        let stored = match self.first_record_key(&end[..prefix_len], &end)? {
+            None => None,
+            Some(record) => {
+                let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
+                Some((type_of_tag(first_tag, &record)?, first_tag))
+            }
         };
-        let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
-        Ok(Some((type_of_tag(first_tag, &record)?, first_tag)))
+        end.truncate(prefix_len);
+        *self.tx.known_type.borrow_mut() = Some(KnownType {
+            db: self.db,
+            base: end,
+            stored,
+        });
+        Ok(stored)
     }
 
     /// The first record key from `start` (inclusive) to `end` (exclusive).
@@ -1941,5 +1999,73 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_known_type_is_the_type_a_fresh_read_finds_after_any_write() {
+        // A transaction keeps the last key's type across its writes (`KnownType::survives`):
+        // after every put, deletion, clear and rollback of records of a few keys, in the engine
+        // and in the transaction, the kept answer must be the one a read without it gives.
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let keys: [&[u8]; 3] = [b"a", b"ab", b"b"];
+        let tags = [
+            tag::STRING,
+            tag::HASH_FIELD,
+            tag::PACKED_HASH,
+            tag::LIST_BOUNDS,
+            tag::SET_MEMBER,
+            tag::ZSET_MEMBER,
+            tag::ZSET_RANK,
+            tag::EXPIRY,
+        ];
+        let mut random = random_below(0x5eed_7e57);
+        let mut tx = Tx::new(spaces);
+        for (n, key) in keys.iter().enumerate() {
+            let record = record_key(key, tags[n + 1], b"m").unwrap();
+            tx.on(0).put_record(record, Bytes::from("v"));
+        }
+        tx.commit().unwrap();
+        let mut kept_answers = 0;
+        for round in 0..40 {
+            let mut tx = Tx::new(spaces);
+            let mut savepoint = None;
+            for step in 0..30 {
+                let key = keys[random(keys.len() as u64) as usize];
+                let tag = tags[random(tags.len() as u64) as usize];
+                let suffix = [b'a' + random(3) as u8];
+                let record = record_key(key, tag, &suffix).unwrap();
+                let mut view = tx.on(0);
+                let kept_for = keys[random(keys.len() as u64) as usize];
+                let _ = view.stored_tag(kept_for);
+                match random(10) {
+                    0..=3 => view.put_record(record, Bytes::from("v")),
+                    4..=7 => view.delete_record(&record),
+                    8 => view.clear(base(key)),
+                    _ => match savepoint.take() {
+                        Some(savepoint) => tx.rollback(savepoint),
+                        None => savepoint = Some(tx.savepoint()),
+                    },
+                }
+                for key in keys {
+                    let kept = tx
+                        .known_type
+                        .borrow()
+                        .as_ref()
+                        .is_some_and(|k| k.is_of(0, key));
+                    let view = tx.on(0);
+                    let answer = format!("{:?}", view.stored_tag(key));
+                    tx.known_type.take();
+                    let fresh = format!("{:?}", tx.on(0).stored_tag(key));
+                    assert_eq!(answer, fresh, "round {round} step {step} key {key:?}");
+                    kept_answers += usize::from(kept);
+                }
+            }
+        }
+        assert!(
+            kept_answers > 150,
+            "only {kept_answers} answers came from a kept type"
+        );
     }
 }
