@@ -148,7 +148,8 @@ struct KnownType {
     db: usize,
     /// The key's base: every record of the key starts with it, then its tag.
     base: Vec<u8>,
-    stored: Option<(KeyType, u8)>,
+    /// Its type, and its first record with that record's tag.
+    first: Option<(KeyType, u8, Bytes)>,
 }
 
 impl KnownType {
@@ -156,19 +157,32 @@ impl KnownType {
         self.db == db && self.base.len() == 4 + key.len() && self.base[4..] == *key
     }
 
-    /// Whether writing `record` (`put`, else deleting it) in `db` leaves this true: a record of
-    /// another key does, and so does one sorting after the key's first record (a put of its
-    /// tag or a later one, a deletion of a later one), which keeps the first record's tag.
-    fn survives(&self, db: usize, record: &[u8], put: bool) -> bool {
+    fn stored_tag(&self) -> Option<(KeyType, u8)> {
+        self.first.as_ref().map(|&(kind, tag, _)| (kind, tag))
+    }
+
+    /// Follows a write of `record` (`put`, else its deletion) in `db`; returns whether this
+    /// stays true. A record of another key leaves it so; so does one after the key's first
+    /// record, and a deletion of one before it (there is none); a put before it with its tag
+    /// becomes the first record. A deletion of a missing key's record leaves it missing.
+    fn follow(&mut self, db: usize, record: &[u8], put: bool) -> bool {
         if self.db != db || !record.starts_with(&self.base) {
             return true;
         }
-        match (self.stored, record.get(self.base.len()), put) {
-            (Some((_, first_tag)), Some(&tag), true) => tag >= first_tag,
-            (Some((_, first_tag)), Some(&tag), false) => tag > first_tag,
-            // Deleting a record of a key that has none leaves it with none.
-            (None, _, false) => true,
-            _ => false,
+        let Some((_, first_tag, first)) = &mut self.first else {
+            return !put;
+        };
+        match record.cmp(&first[..]) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => put,
+            std::cmp::Ordering::Less if !put => true,
+            std::cmp::Ordering::Less => {
+                let same_tag = record.get(self.base.len()) == Some(first_tag);
+                if same_tag {
+                    *first = Bytes::copy_from_slice(record);
+                }
+                same_tag
+            }
         }
     }
 }
@@ -351,8 +365,8 @@ impl Tx<'_> {
     fn write(&mut self, slot: (usize, Vec<u8>), value: Option<Bytes>) {
         let known_type = self.known_type.get_mut();
         if known_type
-            .as_ref()
-            .is_some_and(|known| !known.survives(slot.0, &slot.1, value.is_some()))
+            .as_mut()
+            .is_some_and(|known| !known.follow(slot.0, &slot.1, value.is_some()))
         {
             *known_type = None;
         }
@@ -856,25 +870,27 @@ impl<'t, 's> View<'t, 's> {
     fn stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
         if let Some(known) = &*self.tx.known_type.borrow() {
             if known.is_of(self.db, key) {
-                return Ok(known.stored);
+                return Ok(known.stored_tag());
             }
         }
         // One buffer for both bounds: the key's base, then the tag that ends its records.
         let mut end = key_end(key);
         let prefix_len = end.len() - 1;
-        let stored = match self.first_record_key(&end[..prefix_len], &end)? {
+        let first = match self.first_record_key(&end[..prefix_len], &end)? {
             None => None,
             Some(record) => {
                 let first_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
-                Some((type_of_tag(first_tag, &record)?, first_tag))
+                Some((type_of_tag(first_tag, &record)?, first_tag, record))
             }
         };
         end.truncate(prefix_len);
-        *self.tx.known_type.borrow_mut() = Some(KnownType {
+        let known = KnownType {
             db: self.db,
             base: end,
-            stored,
-        });
+            first,
+        };
+        let stored = known.stored_tag();
+        *self.tx.known_type.borrow_mut() = Some(known);
         Ok(stored)
     }
 
@@ -2003,7 +2019,7 @@ mod tests {
 
     #[test]
     fn a_known_type_is_the_type_a_fresh_read_finds_after_any_write() {
-        // A transaction keeps the last key's type across its writes (`KnownType::survives`):
+        // A transaction keeps the last key's type across its writes (`KnownType::follow`):
         // after every put, deletion, clear and rollback of records of a few keys, in the engine
         // and in the transaction, the kept answer must be the one a read without it gives.
         let dir = tempfile::tempdir().unwrap();
