@@ -20,6 +20,14 @@ impl WriteBatch {
         Self::default()
     }
 
+    /// An empty batch with room for `ops` writes before it reallocates.
+    pub fn with_capacity(ops: usize) -> Self {
+        WriteBatch {
+            ops: Vec::with_capacity(ops),
+            ..Self::default()
+        }
+    }
+
     fn push(&mut self, kvs: &Kvs, kind: RecordKind, key: Vec<u8>, value: Bytes) {
         if self.error.is_some() {
             return;

@@ -163,8 +163,9 @@ pub fn encode_into(out: &mut [u8], record: &RecordRef<'_>) {
     let (key, value) = body.split_at_mut(record.key.len());
     key.copy_from_slice(record.key);
     value.copy_from_slice(record.stored_value);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[CRC_BYTES..]), body);
-    header[..CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
+    // One pass over everything after the CRC: the header's rest and the body are contiguous.
+    let crc = crc32c::crc32c(&out[CRC_BYTES..]);
+    out[..CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Decodes the record at the start of `bytes`, validating lengths and the CRC.
