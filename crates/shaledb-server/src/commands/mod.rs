@@ -1000,9 +1000,8 @@ impl Shared {
 
     /// Commits a transaction and tells WATCHers and blocked clients about the keys it wrote.
     fn commit(&self, tx: Tx<'_>) -> Result<(), Reply> {
-        let touched = tx.touched().to_vec();
         let writes = tx.write_count() != 0;
-        tx.commit()?;
+        let touched = tx.commit()?;
         if writes {
             self.write_commits.fetch_add(1, Ordering::Relaxed);
         }
@@ -1068,8 +1067,7 @@ impl Shared {
                 let _guard = self.stripes[stripe_of(&key)].lock();
                 let mut tx = Tx::new(&self.keyspaces);
                 if tx.on(space.number).remove_if_expired(&key)? {
-                    let touched = tx.touched().to_vec();
-                    tx.commit()?;
+                    let touched = tx.commit()?;
                     self.wrote(&touched);
                     removed += 1;
                 }

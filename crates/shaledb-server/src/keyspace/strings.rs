@@ -161,7 +161,6 @@ impl View<'_, '_> {
         expiry: SetExpiry,
     ) -> Result<()> {
         let record = record_key(key, tag::STRING, &[])?;
-        let header = record_key(key, tag::CHUNKED_STRING, &[])?;
         let old_expiry = self.expires_at(key)?;
         let expired = old_expiry.is_some_and(|at| at <= now_ms());
         let new_expiry = match expiry {
@@ -170,9 +169,12 @@ impl View<'_, '_> {
             SetExpiry::Keep => old_expiry,
             SetExpiry::At(at) => Some(at),
         };
-        // A key holds a short string's record or a long one's header, never both.
+        // A key holds a short string's record or a long one's header, never both; a long one's
+        // header is its first record. Without a short string the key's first record is read
+        // once: it answers this and, kept by the transaction, `remove_key`'s type check below.
         let short = self.record_exists(&record)?;
-        let chunked = !short && self.record_exists(&header)?;
+        let chunked =
+            !short && self.stored_tag(key)?.map(|(_, tag)| tag) == Some(tag::CHUNKED_STRING);
         if short || chunked {
             // A string (live or past its time) is overwritten in place: the key stays counted.
             self.write_expiry(key, old_expiry, new_expiry)?;

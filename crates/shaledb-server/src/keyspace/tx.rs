@@ -249,18 +249,16 @@ impl<'s> Tx<'s> {
         self.writes.len() + self.cleared.len()
     }
 
-    /// The keys written so far.
-    pub fn touched(&self) -> &[(usize, Bytes)] {
-        &self.touched
-    }
-
-    /// Commits every write as one engine batch, with the key counts they change. Nothing is
-    /// written if it fails.
-    pub fn commit(mut self) -> Result<()> {
+    /// Commits every write as one engine batch, with the key counts they change; returns the
+    /// keys written, for WATCH and blocked clients. Nothing is written if it fails.
+    pub fn commit(mut self) -> Result<Vec<(usize, Bytes)>> {
+        let touched = std::mem::take(&mut self.touched);
         if self.writes.is_empty() && self.cleared.is_empty() {
-            return Ok(());
+            return Ok(touched);
         }
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(
+            self.cleared.len() + self.writes.len() + self.count_deltas.len(),
+        );
         for (db, prefix) in self.cleared.iter() {
             batch.prefix_delete(&self.space_of(*db).kvs, prefix);
         }
@@ -304,7 +302,7 @@ impl<'s> Tx<'s> {
         for (space, id) in self.unlinked {
             space.release_blob(id);
         }
-        Ok(())
+        Ok(touched)
     }
 }
 
@@ -845,6 +843,12 @@ impl<'t, 's> View<'t, 's> {
 
     /// Notes that `key` was written (WATCH sees it).
     pub fn touch(&mut self, key: &[u8]) {
+        // A pipeline's batched commands on one key touch it once.
+        if let Some((db, last)) = self.tx.touched.last() {
+            if *db == self.db && **last == *key {
+                return;
+            }
+        }
         self.tx.touched.push((self.db, Bytes::copy_from_slice(key)));
     }
 
@@ -867,7 +871,7 @@ impl<'t, 's> View<'t, 's> {
 
     /// The type of `key` and the tag of its first record that names it (else damage), whether
     /// or not it has expired.
-    fn stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
+    pub(super) fn stored_tag(&self, key: &[u8]) -> Result<Option<(KeyType, u8)>> {
         if let Some(known) = &*self.tx.known_type.borrow() {
             if known.is_of(self.db, key) {
                 return Ok(known.stored_tag());
