@@ -141,6 +141,48 @@ pub struct Tx<'s> {
     /// leave it true: a pipeline's batched commands on one key read its type once, where each
     /// read probed the index (a fifth of LPUSH's and ZADD's instructions).
     known_type: RefCell<Option<KnownType>>,
+    /// Whether the engine holds the record read last with [`View::record`]: a command that
+    /// reads a record and then writes it (INCR, APPEND, SETRANGE) asks again before writing,
+    /// and each ask searched the index. The engine's records do not change under a
+    /// transaction (a writer holds its keys' stripes; a reader may read one answer twice), and
+    /// its own writes and clears are looked at first, so this stays true to its end.
+    last_read: RefCell<LastRead>,
+}
+
+/// The record [`View::record`] read from the engine last, and whether it was there; kept
+/// inline, so the read of a command that writes nothing (GET) allocates nothing for it.
+struct LastRead {
+    db: usize,
+    /// The record's length in `record`; 0: none (every record is longer).
+    len: usize,
+    record: [u8; LAST_READ_BYTES],
+    found: bool,
+}
+
+/// Records up to this long are remembered (redis-benchmark's and YCSB's keys among them).
+const LAST_READ_BYTES: usize = 40;
+
+impl LastRead {
+    const NONE: LastRead = LastRead {
+        db: 0,
+        len: 0,
+        record: [0; LAST_READ_BYTES],
+        found: false,
+    };
+
+    fn remember(&mut self, db: usize, record: &[u8], found: bool) {
+        match self.record.get_mut(..record.len()) {
+            Some(kept) => {
+                kept.copy_from_slice(record);
+                (self.db, self.len, self.found) = (db, record.len(), found);
+            }
+            None => self.len = 0,
+        }
+    }
+
+    fn found(&self, db: usize, record: &[u8]) -> Option<bool> {
+        (self.len != 0 && self.db == db && self.record[..self.len] == *record).then_some(self.found)
+    }
 }
 
 /// What [`View::stored_tag`] found for one key.
@@ -211,6 +253,7 @@ impl<'s> Tx<'s> {
             packing: Packing::DEFAULT,
             undo: None,
             known_type: RefCell::new(None),
+            last_read: RefCell::new(LastRead::NONE),
         }
     }
 
@@ -433,18 +476,26 @@ impl<'t, 's> View<'t, 's> {
 
     /// The value of one record.
     pub(super) fn record(&self, record: &[u8]) -> Result<Option<Bytes>> {
-        match self.pending(record) {
-            Some(value) => Ok(value),
-            None => Ok(self.space_ref().kvs.get(record)?),
+        if let Some(value) = self.pending(record) {
+            return Ok(value);
         }
+        let value = self.space_ref().kvs.get(record)?;
+        self.tx
+            .last_read
+            .borrow_mut()
+            .remember(self.db, record, value.is_some());
+        Ok(value)
     }
 
     /// Whether a record exists, from the index alone (no device read).
     pub(super) fn record_exists(&self, record: &[u8]) -> Result<bool> {
-        match self.pending(record) {
-            Some(value) => Ok(value.is_some()),
-            None => Ok(self.space_ref().kvs.contains_key(record)?),
+        if let Some(value) = self.pending(record) {
+            return Ok(value.is_some());
         }
+        if let Some(found) = self.tx.last_read.borrow().found(self.db, record) {
+            return Ok(found);
+        }
+        Ok(self.space_ref().kvs.contains_key(record)?)
     }
 
     /// The records from `start` (inclusive) to `end` (exclusive), with their values or
@@ -2086,6 +2137,65 @@ mod tests {
         assert!(
             kept_answers > 150,
             "only {kept_answers} answers came from a kept type"
+        );
+    }
+
+    #[test]
+    fn a_remembered_read_is_what_a_fresh_lookup_finds_after_any_write() {
+        // A transaction remembers whether the engine held the record it read last
+        // (`LastRead`): after every put, deletion, clear and rollback of its own, asking
+        // whether a record exists must give what a lookup without that memory gives.
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let long_key = [b'k'; LAST_READ_BYTES];
+        let keys: [&[u8]; 3] = [b"a", b"ab", &long_key];
+        let records: Vec<Vec<u8>> = keys
+            .iter()
+            .flat_map(|key| [b"a", b"b"].map(|field| record_key(key, tag::HASH_FIELD, field)))
+            .map(Result::unwrap)
+            .collect();
+        let mut random = random_below(0x1a57_4ead);
+        let mut tx = Tx::new(spaces);
+        for record in records.iter().step_by(2) {
+            tx.on(0).put_record(record.clone(), Bytes::from("v"));
+        }
+        tx.commit().unwrap();
+        let mut remembered_answers = 0;
+        for round in 0..40 {
+            let mut tx = Tx::new(spaces);
+            let mut savepoint = None;
+            for step in 0..30 {
+                let pick = |random: &mut dyn FnMut(u64) -> u64| {
+                    records[random(records.len() as u64) as usize].clone()
+                };
+                let read = pick(&mut random);
+                tx.on(0).record(&read).unwrap();
+                let record = pick(&mut random);
+                let mut view = tx.on(0);
+                match random(10) {
+                    0..=3 => view.put_record(record, Bytes::from("v")),
+                    4..=7 => view.delete_record(&record),
+                    8 => view.clear(base(&record[4..record.len() - 2])),
+                    _ => match savepoint.take() {
+                        Some(savepoint) => tx.rollback(savepoint),
+                        None => savepoint = Some(tx.savepoint()),
+                    },
+                }
+                for record in &records {
+                    let remembered = tx.last_read.borrow().found(0, record).is_some();
+                    let answer = tx.on(0).record_exists(record).unwrap();
+                    let kept = std::mem::replace(&mut *tx.last_read.borrow_mut(), LastRead::NONE);
+                    let fresh = tx.on(0).record_exists(record).unwrap();
+                    *tx.last_read.borrow_mut() = kept;
+                    assert_eq!(answer, fresh, "round {round} step {step} record {record:?}");
+                    remembered_answers += usize::from(remembered);
+                }
+            }
+        }
+        assert!(
+            remembered_answers > 150,
+            "only {remembered_answers} answers came from a remembered read"
         );
     }
 }
