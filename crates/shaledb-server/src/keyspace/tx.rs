@@ -142,7 +142,7 @@ pub struct Tx<'s> {
     /// read probed the index (a fifth of LPUSH's and ZADD's instructions).
     known_type: RefCell<Option<KnownType>>,
     /// Whether the engine holds the record read last with [`View::record`]: a command that
-    /// reads a record and then writes it (INCR, APPEND, SETRANGE) asks again before writing,
+    /// reads a record and then writes it (INCR, APPEND, GETSET) asks again before writing,
     /// and each ask searched the index. The engine's records do not change under a
     /// transaction (a writer holds its keys' stripes; a reader may read one answer twice), and
     /// its own writes and clears are looked at first, so this stays true to its end.
@@ -153,7 +153,7 @@ pub struct Tx<'s> {
 /// inline, so the read of a command that writes nothing (GET) allocates nothing for it.
 struct LastRead {
     db: usize,
-    /// The record's length in `record`; 0: none (every record is longer).
+    /// The record's length in `record`; 0: none (no record is empty).
     len: usize,
     record: [u8; LAST_READ_BYTES],
     found: bool,
