@@ -2072,6 +2072,27 @@ mod tests {
         }
     }
 
+    /// One random change a command makes to its own transaction, to `record` of `key`: a put,
+    /// a deletion, a clear of the key, or a savepoint taken or rolled back to.
+    fn random_own_write(
+        tx: &mut Tx,
+        random: &mut impl FnMut(u64) -> u64,
+        key: &[u8],
+        record: Vec<u8>,
+        savepoint: &mut Option<Savepoint>,
+    ) {
+        let mut view = tx.on(0);
+        match random(10) {
+            0..=3 => view.put_record(record, Bytes::from("v")),
+            4..=7 => view.delete_record(&record),
+            8 => view.clear(base(key)),
+            _ => match savepoint.take() {
+                Some(savepoint) => tx.rollback(savepoint),
+                None => *savepoint = Some(tx.savepoint()),
+            },
+        }
+    }
+
     #[test]
     fn a_known_type_is_the_type_a_fresh_read_finds_after_any_write() {
         // A transaction keeps the last key's type across its writes (`KnownType::follow`):
@@ -2107,18 +2128,9 @@ mod tests {
                 let tag = tags[random(tags.len() as u64) as usize];
                 let suffix = [b'a' + random(3) as u8];
                 let record = record_key(key, tag, &suffix).unwrap();
-                let mut view = tx.on(0);
                 let kept_for = keys[random(keys.len() as u64) as usize];
-                let _ = view.stored_tag(kept_for);
-                match random(10) {
-                    0..=3 => view.put_record(record, Bytes::from("v")),
-                    4..=7 => view.delete_record(&record),
-                    8 => view.clear(base(key)),
-                    _ => match savepoint.take() {
-                        Some(savepoint) => tx.rollback(savepoint),
-                        None => savepoint = Some(tx.savepoint()),
-                    },
-                }
+                let _ = tx.on(0).stored_tag(kept_for);
+                random_own_write(&mut tx, &mut random, key, record, &mut savepoint);
                 for key in keys {
                     let kept = tx
                         .known_type
@@ -2150,14 +2162,15 @@ mod tests {
         let spaces = std::slice::from_ref(&keyspace);
         let long_key = [b'k'; LAST_READ_BYTES];
         let keys: [&[u8]; 3] = [b"a", b"ab", &long_key];
-        let records: Vec<Vec<u8>> = keys
+        let records: Vec<(&[u8], Vec<u8>)> = keys
             .iter()
-            .flat_map(|key| [b"a", b"b"].map(|field| record_key(key, tag::HASH_FIELD, field)))
-            .map(Result::unwrap)
+            .flat_map(|key| {
+                [b"a", b"b"].map(|field| (*key, record_key(key, tag::HASH_FIELD, field).unwrap()))
+            })
             .collect();
         let mut random = random_below(0x1a57_4ead);
         let mut tx = Tx::new(spaces);
-        for record in records.iter().step_by(2) {
+        for (_, record) in records.iter().step_by(2) {
             tx.on(0).put_record(record.clone(), Bytes::from("v"));
         }
         tx.commit().unwrap();
@@ -2169,20 +2182,11 @@ mod tests {
                 let pick = |random: &mut dyn FnMut(u64) -> u64| {
                     records[random(records.len() as u64) as usize].clone()
                 };
-                let read = pick(&mut random);
+                let (_, read) = pick(&mut random);
                 tx.on(0).record(&read).unwrap();
-                let record = pick(&mut random);
-                let mut view = tx.on(0);
-                match random(10) {
-                    0..=3 => view.put_record(record, Bytes::from("v")),
-                    4..=7 => view.delete_record(&record),
-                    8 => view.clear(base(&record[4..record.len() - 2])),
-                    _ => match savepoint.take() {
-                        Some(savepoint) => tx.rollback(savepoint),
-                        None => savepoint = Some(tx.savepoint()),
-                    },
-                }
-                for record in &records {
+                let (key, record) = pick(&mut random);
+                random_own_write(&mut tx, &mut random, key, record, &mut savepoint);
+                for (_, record) in &records {
                     let remembered = tx.last_read.borrow().found(0, record).is_some();
                     let answer = tx.on(0).record_exists(record).unwrap();
                     let kept = std::mem::replace(&mut *tx.last_read.borrow_mut(), LastRead::NONE);
