@@ -206,12 +206,39 @@ fn read_header(buffer: &[u8], cursor: &mut usize, tag: u8) -> Result<Option<i64>
     let digits = line
         .strip_suffix(b"\r")
         .ok_or_else(|| ProtocolError::new(format!("invalid {} length", header_name(tag))))?;
-    let value = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|text| text.parse::<i64>().ok())
+    let value = parse_integer(digits)
         .ok_or_else(|| ProtocolError::new(format!("invalid {} length", header_name(tag))))?;
     *cursor = start + newline + 1;
     Ok(Some(value))
+}
+
+/// `text` as an `i64` if it is one in the only form Redis writes and reads (its `string2ll`):
+/// an optional `-`, then digits without a leading zero (`0` alone), within `i64`. Redis
+/// rejects "+1", "01", "-0" and " 1" as integers, and as lengths in a request.
+pub fn parse_integer(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, text),
+    };
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', ..] => {}
+        _ => return None,
+    }
+    // Accumulated on the negative side, which holds one more value (`i64::MIN`).
+    let mut value: i64 = 0;
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_sub(i64::from(digit))?;
+    }
+    if negative {
+        Some(value)
+    } else {
+        value.checked_neg()
+    }
 }
 
 fn header_name(tag: u8) -> &'static str {
@@ -419,22 +446,22 @@ impl Reply {
         match self {
             Reply::Status(text) => put_line(out, b'+', text.as_bytes()),
             Reply::Error(text) => put_line(out, b'-', sanitize(text).as_bytes()),
-            Reply::Integer(value) => put_line(out, b':', value.to_string().as_bytes()),
+            Reply::Integer(value) => put_number(out, b':', *value),
             Reply::Bulk(bytes) => put_bulk(out, b'$', bytes),
             Reply::Nil | Reply::NilArray if resp3 => out.extend(b"_\r\n"),
             Reply::Nil => out.extend(b"$-1\r\n"),
             Reply::NilArray => out.extend(b"*-1\r\n"),
             Reply::Array(items) => {
-                put_line(out, b'*', items.len().to_string().as_bytes());
+                put_number(out, b'*', items.len());
                 for item in items {
                     item.encode(version, out);
                 }
             }
             Reply::Map(pairs) => {
                 if resp3 {
-                    put_line(out, b'%', pairs.len().to_string().as_bytes());
+                    put_number(out, b'%', pairs.len());
                 } else {
-                    put_line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                    put_number(out, b'*', pairs.len() * 2);
                 }
                 for (key, value) in pairs {
                     key.encode(version, out);
@@ -451,7 +478,7 @@ impl Reply {
             }
             Reply::Verbatim(text) => put_text_bulk(out, b'$', text.as_bytes()),
             Reply::Stream(bulk) => {
-                put_line(out, b'$', bulk.len().to_string().as_bytes());
+                put_number(out, b'$', bulk.len());
                 out.push_part(Part::Stream(bulk.clone()));
                 out.extend(b"\r\n");
             }
@@ -560,14 +587,18 @@ fn put_line(out: &mut Output, tag: u8, body: &[u8]) {
     out.extend(b"\r\n");
 }
 
+fn put_number(out: &mut Output, tag: u8, value: impl itoa::Integer) {
+    put_line(out, tag, itoa::Buffer::new().format(value).as_bytes());
+}
+
 fn put_bulk(out: &mut Output, tag: u8, body: &Bytes) {
-    put_line(out, tag, body.len().to_string().as_bytes());
+    put_number(out, tag, body.len());
     out.share(body);
     out.extend(b"\r\n");
 }
 
 fn put_text_bulk(out: &mut Output, tag: u8, body: &[u8]) {
-    put_line(out, tag, body.len().to_string().as_bytes());
+    put_number(out, tag, body.len());
     out.extend(body);
     out.extend(b"\r\n");
 }
@@ -644,6 +675,50 @@ mod tests {
             }
         }
         Ok(requests)
+    }
+
+    #[test]
+    fn integers_are_read_only_in_the_form_redis_writes() {
+        for (text, expected) in [
+            ("0", Some(0)),
+            ("-1", Some(-1)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("", None),
+            ("-", None),
+            ("+1", None),
+            ("01", None),
+            ("-0", None),
+            (" 1", None),
+            ("1 ", None),
+            ("1a", None),
+        ] {
+            assert_eq!(parse_integer(text.as_bytes()), expected, "{text:?}");
+        }
+        let request = b"*+1\r\n$4\r\nPING\r\n";
+        assert!(
+            parse_all(request).is_err(),
+            "a length is read as an integer"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn an_integer_is_read_back_from_its_text_and_nothing_else(
+            value in any::<i64>(),
+            text in "[-+0-9 ]{0,21}",
+        ) {
+            prop_assert_eq!(parse_integer(value.to_string().as_bytes()), Some(value));
+            let parsed = parse_integer(text.as_bytes());
+            prop_assert_eq!(parsed.map(|parsed| parsed.to_string()), parsed.map(|_| text.clone()));
+            if let Ok(canonical) = text.parse::<i64>() {
+                if canonical.to_string() == text {
+                    prop_assert_eq!(parsed, Some(canonical));
+                }
+            }
+        }
     }
 
     #[test]

@@ -5,8 +5,8 @@ use super::{
     bulk_or_nil, bulks, choose, not_float, parse_float, parse_int, random_args, random_items,
     reply_fits, wrong_arity, Ctx, Outcome,
 };
-use crate::keyspace::{self, KeyType};
-use crate::resp::Reply;
+use crate::keyspace::KeyType;
+use crate::resp::{self, Reply};
 use bytes::Bytes;
 
 fn field_pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Reply> {
@@ -105,7 +105,7 @@ pub(super) fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let delta = parse_int(&args[3])?;
     let mut view = ctx.view();
     let current = match view.hash_get(&args[1], &args[2])? {
-        Some(value) => keyspace::parse_i64(&value)
+        Some(value) => resp::parse_integer(&value)
             .ok_or_else(|| Reply::error("ERR hash value is not an integer"))?,
         None => 0,
     };

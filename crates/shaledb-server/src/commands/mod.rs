@@ -28,7 +28,7 @@ use crate::keyspace::{
     Tx, View, STRIPES,
 };
 use crate::metrics::Metrics;
-use crate::resp::{ChunkSource, Reply, StreamedBulk};
+use crate::resp::{self, ChunkSource, Reply, StreamedBulk};
 use crate::stripes::{StripeGuard, StripeLock};
 pub use blocking::Waiter;
 use bytes::Bytes;
@@ -1206,10 +1206,7 @@ fn not_float() -> Reply {
 }
 
 fn parse_int(arg: &[u8]) -> Result<i64, Reply> {
-    std::str::from_utf8(arg)
-        .ok()
-        .and_then(|text| text.parse::<i64>().ok())
-        .ok_or_else(not_integer)
+    resp::parse_integer(arg).ok_or_else(not_integer)
 }
 
 /// A float as Redis reads one (`inf`, `-inf`, no NaN).

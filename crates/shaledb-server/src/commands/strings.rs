@@ -1,8 +1,8 @@
 //! String commands.
 
 use super::{
-    clamp_range, is, not_float, not_integer, parse_float, parse_int, reply_fits, string_reply,
-    syntax_error, wrong_arity, Ctx, Outcome,
+    clamp_range, is, not_float, parse_float, parse_int, reply_fits, string_reply, syntax_error,
+    wrong_arity, Ctx, Outcome,
 };
 use crate::keyspace::{self, now_ms, Failure, SetCondition, SetExpiry, StringValue};
 use crate::resp::Reply;
@@ -241,13 +241,17 @@ pub(super) fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 fn add_to_integer(ctx: &mut Ctx, key: &[u8], delta: i64) -> Outcome {
     let mut view = ctx.view();
     let current = match view.get_string(key)? {
-        Some(value) => keyspace::parse_i64(&value).ok_or_else(not_integer)?,
+        Some(value) => parse_int(&value)?,
         None => 0,
     };
     let updated = current
         .checked_add(delta)
         .ok_or_else(|| Reply::error("ERR increment or decrement would overflow"))?;
-    view.set_string(key, updated.to_string().as_bytes(), SetExpiry::Keep)?;
+    view.set_string(
+        key,
+        itoa::Buffer::new().format(updated).as_bytes(),
+        SetExpiry::Keep,
+    )?;
     Ok(Reply::Integer(updated))
 }
 

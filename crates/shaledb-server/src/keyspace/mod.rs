@@ -563,14 +563,6 @@ fn count_key(stripe: usize) -> [u8; 3] {
     [KEY_COUNTS, stripe[0], stripe[1]]
 }
 
-/// The bytes of `value` as an `i64`, if it is one as Redis writes integers.
-pub fn parse_i64(value: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(value).ok()?;
-    let parsed: i64 = text.parse().ok()?;
-    // Redis rejects "+1", "01" and " 1": only the canonical form is an integer.
-    (parsed.to_string() == text).then_some(parsed)
-}
-
 /// Redis's reading of a range `start..=stop` over `len` items, where negative indices count from
 /// the end: the first and last index, or `None` for an empty range.
 pub fn normalize_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
