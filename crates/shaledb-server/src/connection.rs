@@ -508,11 +508,9 @@ impl Client {
         let shared = &self.shared;
         // Commands that may walk many keys (KEYS, SCAN, INFO, ...) never run on the network
         // threads, whatever the executor: other clients keep being served meanwhile.
-        let slow = pending.iter().any(|request| {
-            shared
-                .command_of(&request.args)
-                .is_some_and(|command| command.is_slow())
-        });
+        let slow = pending
+            .iter()
+            .any(|request| request.command().is_some_and(|command| command.is_slow()));
         let executor = if slow {
             Executor::Pool
         } else {

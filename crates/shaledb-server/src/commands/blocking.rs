@@ -7,7 +7,7 @@
 //! the first that finds an element takes it and its reply goes down its channel. A request queued
 //! after a write it missed is run at once (the write generation tells).
 
-use super::{PipelineRun, Shared};
+use super::{command_index, PipelineRun, Shared};
 use crate::resp::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -85,7 +85,8 @@ impl Shared {
                 session.authenticated = true;
                 session.block_retry = true;
                 let mut run = PipelineRun::default();
-                self.execute_one(&mut session, &waiter.request, None, &mut run);
+                let command = command_index(&waiter.request[0]);
+                self.execute_one(&mut session, &waiter.request, command, None, &mut run);
                 self.commit_run(&mut run);
                 drop(run.guards);
                 let Some(reply) = run.replies.pop() else {

@@ -1,8 +1,8 @@
 //! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, SELECT, CLIENT, COMMAND.
 
 use super::{
-    bulk_or_nil, is, parse_int, syntax_error, wrong_arity, CommandSpec, Ctx, KeySpec, Outcome,
-    Session, Shared, COMMANDS, REDIS_VERSION,
+    bulk_or_nil, command_index, is, parse_int, syntax_error, wrong_arity, CommandSpec, Ctx,
+    KeySpec, Outcome, Session, Shared, COMMANDS, REDIS_VERSION,
 };
 use crate::resp::Reply;
 use bytes::Bytes;
@@ -187,12 +187,11 @@ fn command_entry(command: &CommandSpec) -> Reply {
     ])
 }
 
-pub(super) fn command_info(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
-    let shared = ctx.shared;
+pub(super) fn command_info(_ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let Some(sub) = args.get(1) else {
         return Ok(Reply::Array(COMMANDS.iter().map(command_entry).collect()));
     };
-    let find = |name: &Bytes| shared.lookup(name).map(|index| &COMMANDS[index]);
+    let find = |name: &Bytes| command_index(name).map(|index| &COMMANDS[index]);
     if is(sub, "COUNT") {
         Ok(Reply::Integer(COMMANDS.len() as i64))
     } else if is(sub, "INFO") {

@@ -38,7 +38,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 pub use strings::takes_streamed_value;
 pub use transactions::Watches;
@@ -507,7 +507,6 @@ pub struct Shared {
     /// The longest argument and string (`max_bulk_bytes`, Redis's proto-max-bulk-len), as
     /// CONFIG SET last made it.
     max_bulk_bytes: AtomicUsize,
-    command_index: HashMap<&'static [u8], usize, BuildHasherDefault<CommandNameHasher>>,
     stripes: Vec<StripeLock>,
     watches: Arc<Watches>,
     redis_config: server::RedisConfig,
@@ -540,11 +539,21 @@ struct ScanCursors {
 pub struct Request {
     pub args: Vec<Bytes>,
     pub streamed: Vec<(usize, StagedBlob)>,
+    /// The index in `COMMANDS` of the command `args` name, looked up once when the request
+    /// arrives (the connection asks which executor runs it, then runs it).
+    command: Option<usize>,
+}
+
+impl Request {
+    pub fn command(&self) -> Option<&'static CommandSpec> {
+        self.command.map(|index| &COMMANDS[index])
+    }
 }
 
 impl From<Vec<Bytes>> for Request {
     fn from(args: Vec<Bytes>) -> Self {
         Request {
+            command: args.first().and_then(|name| command_index(name)),
             args,
             streamed: Vec::new(),
         }
@@ -589,6 +598,23 @@ enum Stripes {
     None,
     Some(Vec<usize>),
     Every,
+}
+
+/// The index in `COMMANDS` of the command `name` names, in any case.
+fn command_index(name: &[u8]) -> Option<usize> {
+    static INDEX: LazyLock<HashMap<&'static [u8], usize, BuildHasherDefault<CommandNameHasher>>> =
+        LazyLock::new(|| {
+            COMMANDS
+                .iter()
+                .enumerate()
+                .map(|(index, command)| (command.name.as_bytes(), index))
+                .collect()
+        });
+    let mut upper = [0u8; 32];
+    let upper = upper.get_mut(..name.len())?;
+    upper.copy_from_slice(name);
+    upper.make_ascii_uppercase();
+    INDEX.get(&*upper).copied()
 }
 
 /// FNV-1a (`stripes::key_hash`) as the command table's hasher: the table is a fixed set of
@@ -723,11 +749,6 @@ impl Shared {
             idle_timeout: IdleTimeout::new(config.idle_timeout),
             max_bulk_bytes: AtomicUsize::new(config.max_bulk_bytes),
             config,
-            command_index: names
-                .iter()
-                .enumerate()
-                .map(|(index, name)| (name.as_bytes(), index))
-                .collect(),
             stripes: (0..STRIPES).map(|_| StripeLock::default()).collect(),
             watches: Arc::new(Watches::default()),
             redis_config: server::RedisConfig::default(),
@@ -771,7 +792,7 @@ impl Shared {
 
     /// The command `request` names, if it exists.
     pub fn command_of(&self, request: &[Bytes]) -> Option<&'static CommandSpec> {
-        self.lookup(request.first()?).map(|index| &COMMANDS[index])
+        command_index(request.first()?).map(|index| &COMMANDS[index])
     }
 
     /// Runs one request and returns its reply (`None`: it blocked); then, if it wrote, serves
@@ -796,7 +817,8 @@ impl Shared {
     ) {
         let generation = self.write_generation();
         session.streamed = std::mem::take(&mut request.streamed);
-        self.execute_one(session, &request.args, next.map(|next| &next.args[..]), run);
+        let next = next.map(|next| &next.args[..]);
+        self.execute_one(session, &request.args, request.command, next, run);
         session.streamed.clear();
         self.serve_waiters_after(generation, run);
     }
@@ -877,10 +899,11 @@ impl Shared {
         &'a self,
         session: &mut Session,
         args: &[Bytes],
+        command: Option<usize>,
         next: Option<&[Bytes]>,
         run: &mut PipelineRun<'a>,
     ) {
-        let Some(index) = self.lookup(&args[0]) else {
+        let Some(index) = command else {
             session.multi_failed |= session.multi.is_some();
             return run.replies.push(unknown_command(args));
         };
@@ -903,6 +926,7 @@ impl Shared {
                 queue.push(Request {
                     args: args.to_vec(),
                     streamed: std::mem::take(&mut session.streamed),
+                    command: Some(index),
                 });
                 return run.replies.push(Reply::Status("QUEUED"));
             }
@@ -1031,14 +1055,6 @@ impl Shared {
     }
 
     /// The command-table index of the command `name`, in any letter case.
-    fn lookup(&self, name: &[u8]) -> Option<usize> {
-        let mut upper = [0u8; 32];
-        let upper = upper.get_mut(..name.len())?;
-        upper.copy_from_slice(name);
-        upper.make_ascii_uppercase();
-        self.command_index.get(&*upper).copied()
-    }
-
     /// Locks the stripes of every key the `requests` name (all stripes when one of them
     /// touches every key, or with `all`).
     fn lock<'r>(&self, requests: impl Iterator<Item = &'r [Bytes]>, all: bool) -> Guards<'_> {
