@@ -33,14 +33,31 @@ pub(super) struct Leaf {
 #[derive(Clone, Copy)]
 pub(super) struct Slot {
     pub(super) start: u16,
-    /// The suffix's first two bytes, big-endian, zero-padded: ordered like the suffixes except
-    /// where equal.
-    hint: u16,
+    /// The suffix's first four bytes, big-endian, zero-padded, as two halves (a `u32` would
+    /// align the slot to 8 bytes): ordered like the suffixes except where equal. Four bytes,
+    /// not two: a leaf's keys often share their first two bytes past the prefix (the digits
+    /// of numbered keys), and each tie decodes an entry and compares its bytes.
+    hint_high: u16,
+    hint_low: u16,
 }
 
-fn hint_of(suffix: &[u8]) -> u16 {
-    let byte = |at: usize| suffix.get(at).copied().unwrap_or(0);
-    u16::from_be_bytes([byte(0), byte(1)])
+impl Slot {
+    fn new(start: usize, hint: u32) -> Slot {
+        Slot {
+            start: start as u16,
+            hint_high: (hint >> 16) as u16,
+            hint_low: hint as u16,
+        }
+    }
+
+    fn hint(&self) -> u32 {
+        (u32::from(self.hint_high) << 16) | u32::from(self.hint_low)
+    }
+}
+
+fn hint_of(suffix: impl IntoIterator<Item = u8>) -> u32 {
+    let mut bytes = suffix.into_iter();
+    u32::from_be_bytes(std::array::from_fn(|_| bytes.next().unwrap_or(0)))
 }
 
 impl Leaf {
@@ -79,12 +96,8 @@ impl Leaf {
         for at in range {
             let (suffix, value_start) = source.suffix(at);
             let suffix = &suffix[skip..];
-            let mut first = head.iter().chain(suffix).copied();
-            let hint = u16::from_be_bytes([first.next().unwrap_or(0), first.next().unwrap_or(0)]);
-            self.slots.push(Slot {
-                start: self.bytes.len() as u16,
-                hint,
-            });
+            let hint = hint_of(head.iter().chain(suffix).copied());
+            self.slots.push(Slot::new(self.bytes.len(), hint));
             put_varint(&mut self.bytes, (head.len() + suffix.len()) as u64);
             self.bytes.extend_from_slice(head);
             self.bytes.extend_from_slice(suffix);
@@ -130,12 +143,12 @@ impl Leaf {
     }
 
     pub(super) fn search(&self, suffix: &[u8]) -> Result<usize, usize> {
-        let hint = hint_of(suffix);
+        let hint = hint_of(suffix.iter().copied());
         let (mut low, mut high) = (0, self.slots.len());
         while low < high {
             let middle = low + (high - low) / 2;
             let ordering = self.slots[middle]
-                .hint
+                .hint()
                 .cmp(&hint)
                 .then_with(|| self.suffix(middle).0.cmp(suffix));
             match ordering {
@@ -158,13 +171,8 @@ impl Leaf {
             .get(at)
             .map_or(self.bytes.len(), |slot| usize::from(slot.start));
         reserve_gently(&mut self.slots, 1);
-        self.slots.insert(
-            at,
-            Slot {
-                start: start as u16,
-                hint: hint_of(suffix),
-            },
-        );
+        self.slots
+            .insert(at, Slot::new(start, hint_of(suffix.iter().copied())));
         let parts = [&head[..head_len], suffix, &value[..value_len]];
         self.splice(at + 1, start, 0, &parts);
     }
