@@ -1054,7 +1054,6 @@ impl Shared {
         self.write_generation.load(Ordering::SeqCst)
     }
 
-    /// The command-table index of the command `name`, in any letter case.
     /// Locks the stripes of every key the `requests` name (all stripes when one of them
     /// touches every key, or with `all`).
     fn lock<'r>(&self, requests: impl Iterator<Item = &'r [Bytes]>, all: bool) -> Guards<'_> {
