@@ -535,7 +535,6 @@ struct ScanCursors {
 
 /// One request of a client: its arguments, and the string values that were streamed into blobs
 /// as they arrived (their places in `args` hold empty bytes).
-#[derive(Default)]
 pub struct Request {
     pub args: Vec<Bytes>,
     pub streamed: Vec<(usize, StagedBlob)>,
