@@ -394,6 +394,50 @@ fn named_number(text: &str, name: &str, separator: char) -> u64 {
         .unwrap()
 }
 
+/// Commands are counted per pipeline run (docs/SERVER.md, "Metrics"): INFO sees every command
+/// of its own pipeline before it, and INFO and /metrics agree.
+#[test]
+fn info_and_metrics_count_every_command_of_a_pipeline_before_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--admin-bind", "127.0.0.1:0"]);
+    let mut client = server.connect();
+    assert_eq!(client.call(&["SET", "k", "v"]), ok());
+    let replies = client.pipeline(&requests(&[
+        &["GET", "k"],
+        &["GET", "k"],
+        &["GET", "k"],
+        &["INCR", "k"],
+        &["GET", "k"],
+        &["INFO", "commandstats"],
+    ]));
+    let Value::Bulk(info) = &replies[5] else {
+        panic!("INFO answers a bulk string: {replies:?}")
+    };
+    let info = String::from_utf8(info.clone()).unwrap();
+    let stat = |command: &str, field: &str| {
+        let line = info
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+            .unwrap_or_else(|| panic!("no {command} in {info}"));
+        named_number(&line.replace(',', "\n"), field, '=')
+    };
+    assert_eq!(stat("get", "calls"), 4, "{info}");
+    assert_eq!(stat("incr", "calls"), 1, "{info}");
+    assert_eq!(stat("incr", "failed_calls"), 1, "{info}");
+    assert_eq!(stat("set", "calls"), 1, "{info}");
+    // SET, 4 GETs, INCR and the INFO just run.
+    assert_eq!(info_stat(&mut client, "total_commands_processed"), 7);
+    let (_, metrics) = server.admin_get("/metrics");
+    for line in [
+        "shale_commands_total{command=\"get\"} 4",
+        "shale_command_errors_total{command=\"incr\"} 1",
+        "shale_command_duration_seconds_count{command=\"get\"} 4",
+        "shale_commands_total{command=\"info\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from {metrics}");
+    }
+}
+
 /// A pipeline's writes to one key are committed together, at most `max_batched_writes` at a
 /// time; a command that fails among them takes back only its own writes, and the others'
 /// replies are the same as if each had committed alone.

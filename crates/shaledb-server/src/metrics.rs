@@ -4,9 +4,7 @@
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use shaledb::Db;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,13 +21,130 @@ struct MediaLabel {
     purpose: String,
 }
 
+/// Upper bounds of the command latency histogram: 10 us doubling to about 10 s, then +Inf.
+const LATENCY_BOUNDS: usize = 21;
+const LATENCY_FIRST_BOUND_NANOS: u64 = 10_000;
+
+/// The latency bucket of a command that took `nanos`: the first whose bound is at least that.
+fn latency_bucket(nanos: u64) -> usize {
+    let multiples = nanos.saturating_sub(1) / LATENCY_FIRST_BOUND_NANOS;
+    ((u64::BITS - multiples.leading_zeros()) as usize).min(LATENCY_BOUNDS)
+}
+
+/// One command-table entry's calls, failed calls, time and latency buckets, shared by all
+/// clients: lock-free, and written once per pipeline run of the command (`CommandTally`).
+struct CommandStats {
+    calls: AtomicU64,
+    failures: AtomicU64,
+    nanos: AtomicU64,
+    /// Calls per latency bucket, not cumulative; the last is +Inf.
+    buckets: [AtomicU64; LATENCY_BOUNDS + 1],
+}
+
+impl CommandStats {
+    fn new() -> Self {
+        CommandStats {
+            calls: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            nanos: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The calls of one command that a pipeline run made, not yet added to the shared
+/// [`Metrics`]. A run adds them when it moves to another command and when it ends, so a
+/// pipeline of one command writes the shared counters once instead of once per request: with
+/// two network threads, each write moved the counters' cache lines from one core to the other,
+/// and the counters, a histogram lock and two clock reads took about a tenth of a pipelined
+/// GET's CPU (docs/SERVER.md).
+#[derive(Default)]
+pub struct CommandTally {
+    index: Option<usize>,
+    calls: u64,
+    failures: u64,
+    nanos: u64,
+    buckets: [u32; LATENCY_BOUNDS + 1],
+}
+
+impl CommandTally {
+    /// Counts one call, of `nanos`, of the command `Metrics::begin` named.
+    pub fn count(&mut self, nanos: u64, failed: bool) {
+        self.calls += 1;
+        self.failures += u64::from(failed);
+        self.nanos += nanos;
+        self.buckets[latency_bucket(nanos)] += 1;
+    }
+}
+
+/// The server's command metrics, read at scrape time.
+struct CommandCollector {
+    stats: Arc<[CommandStats]>,
+    labels: Vec<CommandLabel>,
+}
+
+impl std::fmt::Debug for CommandCollector {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("CommandCollector")
+    }
+}
+
+impl Collector for CommandCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::MetricType;
+        for (name, help, count) in [
+            (
+                "commands",
+                "Commands executed, by command",
+                (|stats| &stats.calls) as fn(&CommandStats) -> &AtomicU64,
+            ),
+            (
+                "command_errors",
+                "Commands answered with an error, by command",
+                |stats| &stats.failures,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (stats, label) in self.stats.iter().zip(&self.labels) {
+                ConstCounter::new(count(stats).load(Ordering::Relaxed))
+                    .encode(family.encode_family(label)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "command_duration_seconds",
+            "Time to execute a command, by command",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (stats, label) in self.stats.iter().zip(&self.labels) {
+            let buckets: Vec<(f64, u64)> = (0..=LATENCY_BOUNDS)
+                .map(|bucket| {
+                    let bound = if bucket == LATENCY_BOUNDS {
+                        f64::MAX
+                    } else {
+                        (LATENCY_FIRST_BOUND_NANOS << bucket) as f64 / 1e9
+                    };
+                    (bound, stats.buckets[bucket].load(Ordering::Relaxed))
+                })
+                .collect();
+            // The count is the buckets' sum, so the two agree even while calls are added.
+            let count = buckets.iter().map(|(_, calls)| calls).sum();
+            let seconds = stats.nanos.load(Ordering::Relaxed) as f64 / 1e9;
+            family
+                .encode_family(label)?
+                .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                    seconds, count, &buckets, None,
+                )?;
+        }
+        Ok(())
+    }
+}
+
 /// The handles commands update; cloned metrics share their values with the registry.
 pub struct Metrics {
     registry: Registry,
-    /// Per command-table entry: calls, failed calls and latency in seconds.
-    commands: Vec<(Counter, Counter, Histogram)>,
-    /// Per command-table entry: microseconds spent (INFO commandstats).
-    command_micros: Vec<AtomicU64>,
+    /// Per command-table entry.
+    commands: Arc<[CommandStats]>,
     pub connections: Gauge,
     pub connections_total: Counter,
     pub connections_rejected: Counter,
@@ -42,36 +157,17 @@ impl Metrics {
     /// Metrics for the commands named in `command_names` (indexed like the command table).
     pub fn new(db: Arc<Db>, command_names: &[&str]) -> Metrics {
         let mut registry = Registry::with_prefix("shale");
-        let calls = Family::<CommandLabel, Counter>::default();
-        let failures = Family::<CommandLabel, Counter>::default();
-        let latency = Family::<CommandLabel, Histogram>::new_with_constructor(|| {
-            // 10 us .. ~10 s
-            Histogram::new(exponential_buckets(10e-6, 2.0, 21))
-        });
-        registry.register("commands", "Commands executed, by command", calls.clone());
-        registry.register(
-            "command_errors",
-            "Commands answered with an error, by command",
-            failures.clone(),
-        );
-        registry.register(
-            "command_duration_seconds",
-            "Time to execute a command, by command",
-            latency.clone(),
-        );
-        let commands = command_names
-            .iter()
-            .map(|name| {
-                let label = CommandLabel {
+        let commands: Arc<[CommandStats]> =
+            command_names.iter().map(|_| CommandStats::new()).collect();
+        registry.register_collector(Box::new(CommandCollector {
+            stats: commands.clone(),
+            labels: command_names
+                .iter()
+                .map(|name| CommandLabel {
                     command: name.to_ascii_lowercase(),
-                };
-                (
-                    calls.get_or_create(&label).clone(),
-                    failures.get_or_create(&label).clone(),
-                    latency.get_or_create(&label).clone(),
-                )
-            })
-            .collect();
+                })
+                .collect(),
+        }));
         let connections = Gauge::default();
         registry.register(
             "connected_clients",
@@ -111,7 +207,6 @@ impl Metrics {
         registry.register_collector(Box::new(EngineCollector { db }));
         Metrics {
             registry,
-            command_micros: command_names.iter().map(|_| AtomicU64::new(0)).collect(),
             commands,
             connections,
             connections_total,
@@ -122,25 +217,50 @@ impl Metrics {
         }
     }
 
-    /// Records one execution of command-table entry `index`.
-    pub fn observe(&self, index: usize, seconds: f64, failed: bool) {
-        let (calls, failures, latency) = &self.commands[index];
-        calls.inc();
-        if failed {
-            failures.inc();
+    /// Makes `tally` count command-table entry `index`; what it counted of another command is
+    /// added to the shared counters first, so a command (INFO) sees every call before it.
+    pub fn begin(&self, tally: &mut CommandTally, index: usize) {
+        if tally.index != Some(index) {
+            self.add(tally);
+            tally.index = Some(index);
         }
-        latency.observe(seconds);
-        self.command_micros[index].fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// Adds what `tally` counted to the shared counters, and empties it.
+    pub fn add(&self, tally: &mut CommandTally) {
+        let Some(index) = tally.index else {
+            return;
+        };
+        let stats = &self.commands[index];
+        stats.calls.fetch_add(tally.calls, Ordering::Relaxed);
+        if tally.failures > 0 {
+            stats.failures.fetch_add(tally.failures, Ordering::Relaxed);
+        }
+        stats.nanos.fetch_add(tally.nanos, Ordering::Relaxed);
+        for (shared, &calls) in stats.buckets.iter().zip(&tally.buckets) {
+            if calls > 0 {
+                shared.fetch_add(u64::from(calls), Ordering::Relaxed);
+            }
+        }
+        *tally = CommandTally::default();
     }
 
     /// Calls, failed calls and microseconds of command-table entry `index`.
     pub fn command_stats(&self, index: usize) -> (u64, u64, u64) {
-        let (calls, failures, _) = &self.commands[index];
+        let stats = &self.commands[index];
         (
-            calls.get(),
-            failures.get(),
-            self.command_micros[index].load(Ordering::Relaxed),
+            stats.calls.load(Ordering::Relaxed),
+            stats.failures.load(Ordering::Relaxed),
+            stats.nanos.load(Ordering::Relaxed) / 1000,
         )
+    }
+
+    /// Calls of every command (INFO's total_commands_processed).
+    pub fn commands_processed(&self) -> u64 {
+        self.commands
+            .iter()
+            .map(|stats| stats.calls.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// The text exposition format.
@@ -287,4 +407,73 @@ fn encode_media_counters<const PURPOSES: usize>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latency_falls_in_the_first_bucket_whose_bound_holds_it() {
+        for (nanos, bucket) in [
+            (0, 0),
+            (10_000, 0),
+            (10_001, 1),
+            (20_000, 1),
+            (20_001, 2),
+            (40_000, 2),
+            (40_001, 3),
+            (
+                (LATENCY_FIRST_BOUND_NANOS << (LATENCY_BOUNDS - 1)),
+                LATENCY_BOUNDS - 1,
+            ),
+            (
+                (LATENCY_FIRST_BOUND_NANOS << (LATENCY_BOUNDS - 1)) + 1,
+                LATENCY_BOUNDS,
+            ),
+            (u64::MAX, LATENCY_BOUNDS),
+        ] {
+            assert_eq!(latency_bucket(nanos), bucket, "{nanos} ns");
+        }
+    }
+
+    #[test]
+    fn tallied_calls_reach_the_shared_counters_when_the_command_changes_or_the_run_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(dir.path(), shaledb::Options::default()).unwrap());
+        let metrics = Metrics::new(db, &["GET", "SET"]);
+        let mut tally = CommandTally::default();
+        metrics.begin(&mut tally, 0);
+        tally.count(5_000, false);
+        tally.count(30_000, true);
+        assert_eq!(
+            metrics.command_stats(0),
+            (0, 0, 0),
+            "not added before the run moves on"
+        );
+        metrics.begin(&mut tally, 1);
+        assert_eq!(metrics.command_stats(0), (2, 1, 35));
+        tally.count(1_000, false);
+        metrics.add(&mut tally);
+        assert_eq!(metrics.command_stats(1), (1, 0, 1));
+        metrics.add(&mut tally);
+        assert_eq!(
+            metrics.commands_processed(),
+            3,
+            "an emptied tally adds nothing"
+        );
+        let text = metrics.render();
+        for line in [
+            "shale_commands_total{command=\"get\"} 2",
+            "shale_command_errors_total{command=\"get\"} 1",
+            "shale_command_duration_seconds_count{command=\"get\"} 2",
+            "shale_command_duration_seconds_sum{command=\"get\"} 0.000035",
+            "shale_command_duration_seconds_bucket{le=\"0.00001\",command=\"get\"} 1",
+            "shale_command_duration_seconds_bucket{le=\"0.00004\",command=\"get\"} 2",
+            "shale_command_duration_seconds_bucket{le=\"+Inf\",command=\"get\"} 2",
+            "shale_commands_total{command=\"set\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
 }

@@ -88,6 +88,7 @@ impl Shared {
                 let command = command_index(&waiter.request[0]);
                 self.execute_one(&mut session, &waiter.request, command, None, &mut run);
                 self.commit_run(&mut run);
+                self.metrics.add(&mut run.tally);
                 drop(run.guards);
                 let Some(reply) = run.replies.pop() else {
                     index += 1;

@@ -27,7 +27,7 @@ use crate::keyspace::{
     self, stripe_of, BlobIds, BlobReader, Failure, Keyspace, StagedBlob, StringInput, StringValue,
     Tx, View, STRIPES,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{CommandTally, Metrics};
 use crate::resp::{self, ChunkSource, Reply, StreamedBulk};
 use crate::stripes::{StripeGuard, StripeLock};
 pub use blocking::Waiter;
@@ -513,7 +513,6 @@ pub struct Shared {
     scan_cursors: Mutex<ScanCursors>,
     next_client_id: AtomicU64,
     pub connected_clients: AtomicUsize,
-    pub commands_processed: AtomicU64,
     pub connections_received: AtomicU64,
     pub expired_keys: AtomicU64,
     /// Transactions committed with writes (a pipeline's batched commands count once).
@@ -690,6 +689,12 @@ pub struct PipelineRun<'a> {
     replies: Vec<Reply>,
     /// Which of `replies` stand only if `tx` commits.
     uncommitted: Vec<usize>,
+    /// Calls of the command run last, not yet added to the shared metrics.
+    tally: CommandTally,
+    /// When the command run last ended: the next one's start, so a command costs one clock read
+    /// (its time then includes encoding the reply before it, well under the histogram's first
+    /// bucket of 10 us).
+    clock: Option<Instant>,
 }
 
 impl PipelineRun<'_> {
@@ -708,6 +713,13 @@ impl PipelineRun<'_> {
         };
         self.replies.drain(..end)
     }
+}
+
+/// Counts in `tally` a call begun at `start`, which ends now: the next call's start (`clock`).
+fn count_call(tally: &mut CommandTally, clock: &mut Option<Instant>, start: Instant, failed: bool) {
+    let end = Instant::now();
+    tally.count(end.duration_since(start).as_nanos() as u64, failed);
+    *clock = Some(end);
 }
 
 impl Shared {
@@ -754,7 +766,6 @@ impl Shared {
             scan_cursors: Mutex::new(ScanCursors::default()),
             next_client_id: AtomicU64::new(1),
             connected_clients: AtomicUsize::new(0),
-            commands_processed: AtomicU64::new(0),
             connections_received: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             write_commits: AtomicU64::new(0),
@@ -827,6 +838,7 @@ impl Shared {
         let generation = self.write_generation();
         self.commit_run(run);
         run.release();
+        self.metrics.add(&mut run.tally);
         self.serve_waiters_after(generation, run);
     }
 
@@ -902,6 +914,7 @@ impl Shared {
         next: Option<&[Bytes]>,
         run: &mut PipelineRun<'a>,
     ) {
+        let since = run.clock.take();
         let Some(index) = command else {
             session.multi_failed |= session.multi.is_some();
             return run.replies.push(unknown_command(args));
@@ -930,8 +943,8 @@ impl Shared {
                 return run.replies.push(Reply::Status("QUEUED"));
             }
         }
-        self.commands_processed.fetch_add(1, Ordering::Relaxed);
-        let start = Instant::now();
+        self.metrics.begin(&mut run.tally, index);
+        let start = since.unwrap_or_else(Instant::now);
         let mut batching = false;
         if command.writes() {
             let stripes = stripes_of([(command, args)].into_iter(), false);
@@ -965,8 +978,7 @@ impl Shared {
             let outcome = self
                 .run(command, session, &mut tx, args)
                 .and_then(|reply| self.commit(tx).map(|()| reply));
-            self.metrics
-                .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
+            count_call(&mut run.tally, &mut run.clock, start, outcome.is_err());
             if session.blocked.is_none() {
                 run.replies.push(outcome.unwrap_or_else(|error| error));
             }
@@ -977,8 +989,7 @@ impl Shared {
         // own writes (as EXEC does).
         let savepoint = (run.batched > 0).then(|| tx.savepoint());
         let outcome = self.run(command, session, tx, args);
-        self.metrics
-            .observe(index, start.elapsed().as_secs_f64(), outcome.is_err());
+        count_call(&mut run.tally, &mut run.clock, start, outcome.is_err());
         match outcome {
             // Blocked: it found nothing to take and wrote nothing; it has no reply yet.
             Ok(_) if session.blocked.is_some() => {}

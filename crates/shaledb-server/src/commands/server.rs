@@ -332,7 +332,7 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                  rejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n\
                  clients_closed_by_limit:{}\r\nwrite_commits:{}\r\n\r\n",
                 shared.connections_received.load(Ordering::Relaxed),
-                shared.commands_processed.load(Ordering::Relaxed),
+                shared.metrics.commands_processed(),
                 shared.metrics.connections_rejected.get(),
                 shared.expired_keys.load(Ordering::Relaxed),
                 shared.metrics.clients_closed_by_limit.get(),
