@@ -77,7 +77,7 @@ pub use strings::{SetCondition, SetExpiry, StringInput, StringValue};
 pub use tx::{KeyRecords, Savepoint, Tx, View};
 pub use zsets::{LexBound, Ranked, ScoreBound};
 
-use parking_lot::RwLock;
+use arc_swap::{ArcSwap, Guard};
 use shaledb::{Db, Kvs};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -280,11 +280,15 @@ pub struct Space {
     blob_pins: blobs::BlobPins,
 }
 
+/// A database's space as a transaction holds it (`Keyspace::space_for_now`).
+pub type SpaceNow = Guard<Arc<Space>>;
+
 /// One Redis database: the [`Space`] that serves it now (SWAPDB exchanges two).
 pub struct Keyspace {
     pub db: Arc<Db>,
     pub number: usize,
-    space: RwLock<Arc<Space>>,
+    /// An `ArcSwap`, not a lock: every transaction reads it, and a read writes nothing shared.
+    space: ArcSwap<Space>,
 }
 
 impl Keyspace {
@@ -338,13 +342,19 @@ impl Keyspace {
         Ok(Keyspace {
             db,
             number: serves,
-            space: RwLock::new(space),
+            space: ArcSwap::new(space),
         })
     }
 
     /// The space serving this database now.
     pub fn space(&self) -> Arc<Space> {
-        self.space.read().clone()
+        self.space.load_full()
+    }
+
+    /// The space serving this database now, held without a shared reference-count change:
+    /// for a transaction, which reads it once per command.
+    pub fn space_for_now(&self) -> SpaceNow {
+        self.space.load()
     }
 
     /// SWAPDB: `self` and `other` exchange their spaces, durably (one batch rewrites both
@@ -359,8 +369,8 @@ impl Keyspace {
             (self.number as u16).to_be_bytes(),
         );
         self.db.write(batch)?;
-        *self.space.write() = theirs;
-        *other.space.write() = mine;
+        self.space.store(theirs);
+        other.space.store(mine);
         Ok(())
     }
 
@@ -429,7 +439,7 @@ fn upgrade_from_layout_1(space: &Arc<Space>, number: usize) -> Result<()> {
     let this = Keyspace {
         db: space.db.clone(),
         number,
-        space: RwLock::new(space.clone()),
+        space: ArcSwap::new(space.clone()),
     };
     let spaces = std::slice::from_ref(&this);
     let mut tx = Tx::new(spaces);

@@ -11,11 +11,11 @@ use super::cleared::ClearedPrefixes;
 use super::packed::{packed_tag, Packed, Packing};
 use super::records::{Base, Records};
 use super::strings::StringValue;
-use super::Space;
 use super::{
     base, count_key, damaged, key_end, record_key, record_u64, tag, KeyType, Keyspace, Result,
     BLOBS, DATA, EXPIRY_QUEUE, KEY_COUNTS,
 };
+use super::{Space, SpaceNow};
 use bytes::Bytes;
 use shaledb::WriteBatch;
 use std::cell::{OnceCell, RefCell};
@@ -106,10 +106,10 @@ pub struct Tx<'s> {
     /// Each database's space, resolved at its first use and kept for the transaction: a
     /// database changes space only under SWAPDB, which holds every stripe lock and never runs
     /// inside EXEC, so a writer sees one space throughout, and so does a reader racing it.
-    /// Saves a lock and two shared reference-count changes per record read. The first
-    /// database used is kept apart: most commands use one, and need no table of all.
-    first_space: OnceCell<(usize, Arc<Space>)>,
-    other_spaces: OnceCell<Box<[OnceCell<Arc<Space>>]>>,
+    /// Saves a load per record read. The first database used is kept apart: most commands use
+    /// one, and need no table of all.
+    first_space: OnceCell<(usize, SpaceNow)>,
+    other_spaces: OnceCell<Box<[OnceCell<SpaceNow>]>>,
     /// The records put and deleted, after any clear below.
     writes: PendingWrites,
     /// (database, prefix) deleted, in order; shared with the cursors reading through this
@@ -278,14 +278,14 @@ impl<'s> Tx<'s> {
     fn space_of(&self, db: usize) -> &Arc<Space> {
         let (first_db, first) = self
             .first_space
-            .get_or_init(|| (db, self.spaces[db].space()));
+            .get_or_init(|| (db, self.spaces[db].space_for_now()));
         if *first_db == db {
             return first;
         }
         let others = self
             .other_spaces
             .get_or_init(|| self.spaces.iter().map(|_| OnceCell::new()).collect());
-        others[db].get_or_init(|| self.spaces[db].space())
+        others[db].get_or_init(|| self.spaces[db].space_for_now())
     }
 
     pub fn write_count(&self) -> usize {
