@@ -2,22 +2,8 @@
 //! `Db::stats()` copies them into a `Stats`.
 
 use crate::media::{MediaClass, MediaCounters};
-use std::sync::atomic::{AtomicU64, Ordering};
+pub use crate::sharded_counter::Counter;
 use std::sync::Arc;
-
-/// A monotonically increasing event counter.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    pub fn add(&self, amount: u64) {
-        self.0.fetch_add(amount, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// The engine's live counters.
 #[derive(Debug, Default)]

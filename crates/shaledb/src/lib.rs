@@ -55,6 +55,7 @@ mod poison;
 mod record;
 mod recovery;
 mod segment;
+mod sharded_counter;
 mod short_bytes;
 mod snapshot;
 mod snapshot_registry;

@@ -17,9 +17,10 @@
 //! write over the limit waits before it takes any lock (as the space budget's pacing does), so
 //! it blocks nobody else.
 
+use crate::sharded_counter::Counter;
 use parking_lot::Mutex;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often the limit is reconsidered.
@@ -53,13 +54,22 @@ pub struct WritePacer {
     reads: AtomicU64,
     slow_reads: AtomicU64,
     read_bytes: AtomicU64,
-    admitted_bytes: AtomicU64,
+    /// Client write bytes admitted since the pacer started; split per thread, since every
+    /// commit adds to it.
+    admitted_bytes: Counter,
     limited: AtomicBool,
+    /// What the windows' times count from.
+    epoch: Instant,
+    /// When the current window started, in nanoseconds since `epoch`. Read without the lock,
+    /// so an unlimited write whose window is not over takes no lock: a lock per commit moved
+    /// its cache line between the cores of every two threads writing at once.
+    window_start_nanos: AtomicI64,
     state: Mutex<State>,
 }
 
 struct State {
-    window_start: Instant,
+    /// `admitted_bytes` when the current window started.
+    admitted_before: u64,
     /// Bytes per second while `limited`.
     rate: f64,
     /// When the writes admitted so far will have had their share of the rate.
@@ -77,10 +87,12 @@ impl WritePacer {
             reads: AtomicU64::new(0),
             slow_reads: AtomicU64::new(0),
             read_bytes: AtomicU64::new(0),
-            admitted_bytes: AtomicU64::new(0),
+            admitted_bytes: Counter::default(),
             limited: AtomicBool::new(false),
+            epoch: now,
+            window_start_nanos: AtomicI64::new(0),
             state: Mutex::new(State {
-                window_start: now,
+                admitted_before: 0,
                 rate: f64::INFINITY,
                 next_free: now,
             }),
@@ -123,16 +135,19 @@ impl WritePacer {
         if !self.watches_reads() || self.caller_reads() {
             return None;
         }
-        self.admitted_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.admitted_bytes.add(bytes);
         let now = Instant::now();
         let limited = self.limited.load(Ordering::Relaxed);
+        if !limited && self.window_age(now) < WINDOW {
+            return None;
+        }
         let mut state = match self.state.try_lock() {
             Some(state) => state,
             // Someone else is adjusting or admitting: an unlimited write need not wait for it.
             None if !limited => return None,
             None => self.state.lock(),
         };
-        if now.duration_since(state.window_start) >= WINDOW {
+        if self.window_age(now) >= WINDOW {
             self.adjust(&mut state, now);
         }
         if !self.limited.load(Ordering::Relaxed) {
@@ -154,16 +169,29 @@ impl WritePacer {
             .then(|| self.state.lock().rate as u64)
     }
 
+    fn nanos_since_epoch(&self, now: Instant) -> i64 {
+        now.duration_since(self.epoch).as_nanos() as i64
+    }
+
+    /// How long the current window has lasted at `now`.
+    fn window_age(&self, now: Instant) -> Duration {
+        let started = self.window_start_nanos.load(Ordering::Relaxed);
+        Duration::from_nanos(self.nanos_since_epoch(now).saturating_sub(started).max(0) as u64)
+    }
+
     /// Ends the window: lowers the limit if reads were slow in it while writes took their share
     /// of the device, raises or lifts it if not.
     fn adjust(&self, state: &mut State, now: Instant) {
-        let elapsed = now.duration_since(state.window_start).as_secs_f64();
-        state.window_start = now;
+        let elapsed = self.window_age(now).as_secs_f64();
+        self.window_start_nanos
+            .store(self.nanos_since_epoch(now), Ordering::Relaxed);
         self.window.fetch_add(1, Ordering::Relaxed);
         let reads = self.reads.swap(0, Ordering::Relaxed);
         let slow = self.slow_reads.swap(0, Ordering::Relaxed);
         let read_bytes = self.read_bytes.swap(0, Ordering::Relaxed) as f64;
-        let admitted = self.admitted_bytes.swap(0, Ordering::Relaxed) as f64;
+        let admitted_total = self.admitted_bytes.get();
+        let admitted = admitted_total.wrapping_sub(state.admitted_before) as f64;
+        state.admitted_before = admitted_total;
         let demand = admitted / elapsed;
         let write_share = admitted / (admitted + read_bytes).max(1.0);
         let reads_slow = reads >= READS_PER_WINDOW_MIN && slow * SLOW_READS_ONE_IN > reads;
@@ -200,7 +228,9 @@ mod tests {
         for _ in slow..reads {
             pacer.note_read(pacer.target / 2, 4096);
         }
-        pacer.state.lock().window_start -= WINDOW;
+        pacer
+            .window_start_nanos
+            .fetch_sub(WINDOW.as_nanos() as i64, Ordering::Relaxed);
     }
 
     #[test]
