@@ -14,10 +14,10 @@ use crate::record::{
 use crate::segment::{HeadKind, Location, SegmentMeta};
 use crate::store::KvsState;
 use bytes::Bytes;
-use parking_lot::RwLockWriteGuard;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::RwLockWriteGuard;
 
 /// A commit's per-operation or per-partition working lists: inline (no allocation) for the
 /// small batches most commits are.

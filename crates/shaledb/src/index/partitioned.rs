@@ -7,10 +7,10 @@ use super::entry::{Entry, Key};
 use super::kvs_index::{KvsIndex, RangeSize};
 use crate::bounds::cmp_prefix_end;
 use crate::key_groups::KeyGroups;
-use parking_lot::{RwLock, RwLockWriteGuard};
 use std::hash::Hasher;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
 
 /// Partitions per KVS. Enough that two writers (or a writer and a reader) rarely meet in one,
 /// few enough that a merged range read asks each for only a handful of keys.
@@ -19,6 +19,32 @@ const _: () = assert!(
     PARTITIONS <= u32::BITS as usize,
     "a bit of `keeping_old` per partition"
 );
+
+/// One partition's lock: std's `RwLock`, which spins briefly and then sleeps on a futex, where
+/// parking_lot's also yields the CPU several times first. With two network threads committing
+/// batches of ten keys (MSET), each batch holding about ten of the sixteen partitions while it
+/// applies, sched_yield and its context switches took about a twentieth of the server's CPU.
+/// A partition's lock has no poisoning, as parking_lot's had none: a panic under it is the
+/// process's end, not a state a later reader must refuse.
+pub struct PartitionLock<T>(std::sync::RwLock<T>);
+
+impl<T> PartitionLock<T> {
+    fn new(value: T) -> Self {
+        PartitionLock(std::sync::RwLock::new(value))
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// Keys each partition gives a merged range read beyond its even share of the limit, for the
 /// spread of the hash.
@@ -32,7 +58,7 @@ pub struct Chunk {
 }
 
 pub struct PartitionedIndex {
-    parts: Box<[RwLock<KvsIndex>]>,
+    parts: Box<[PartitionLock<KvsIndex>]>,
     groups: KeyGroups,
     /// Bit `p` set: partition `p` keeps old versions for snapshots. Changed only under that
     /// partition's write lock (`note_old_versions`), read without it by a snapshot's release.
@@ -49,7 +75,7 @@ impl PartitionedIndex {
     pub fn new(groups: KeyGroups) -> Self {
         PartitionedIndex {
             parts: (0..PARTITIONS)
-                .map(|_| RwLock::new(KvsIndex::default()))
+                .map(|_| PartitionLock::new(KvsIndex::default()))
                 .collect(),
             groups,
             keeping_old: AtomicU32::new(0),
@@ -101,13 +127,17 @@ impl PartitionedIndex {
     }
 
     /// The partition holding `key`.
-    pub fn part(&self, key: &[u8]) -> &RwLock<KvsIndex> {
+    pub fn part(&self, key: &[u8]) -> &PartitionLock<KvsIndex> {
         &self.parts[self.partition_of(key)]
     }
 
     /// The one partition holding every key of `lower..upper`, when the range lies within the
     /// group of its lower bound.
-    fn part_of_range(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Option<&RwLock<KvsIndex>> {
+    fn part_of_range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Option<&PartitionLock<KvsIndex>> {
         let (Bound::Included(lower) | Bound::Excluded(lower)) = lower else {
             return None;
         };
@@ -124,7 +154,7 @@ impl PartitionedIndex {
     }
 
     /// Every partition, in lock order (the partition of a key is at [`partition_of`]).
-    pub fn parts(&self) -> &[RwLock<KvsIndex>] {
+    pub fn parts(&self) -> &[PartitionLock<KvsIndex>] {
         &self.parts
     }
 
@@ -136,12 +166,12 @@ impl PartitionedIndex {
 
     /// Every partition, for a sole owner.
     pub fn parts_mut(&mut self) -> impl Iterator<Item = &mut KvsIndex> {
-        self.parts.iter_mut().map(RwLock::get_mut)
+        self.parts.iter_mut().map(PartitionLock::get_mut)
     }
 
     /// Write-locks every partition, in lock order.
     pub fn write_all(&self) -> Vec<RwLockWriteGuard<'_, KvsIndex>> {
-        self.parts.iter().map(RwLock::write).collect()
+        self.parts.iter().map(PartitionLock::write).collect()
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
