@@ -566,7 +566,10 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
     // Elements of a list one client pushes to in pipelines (batched writes), acknowledged.
     let mut pushed: Vec<(String, usize)> = Vec::new();
     for round in 0..3 {
-        let server = Server::start(&db, &["--durability", "sync"]);
+        // The second round runs commands on the pool, which waits for each sync on its thread;
+        // the others inline, where the syncer thread syncs for the network threads.
+        let executor = if round == 1 { "pool" } else { "inline" };
+        let server = Server::start(&db, &["--durability", "sync", "--executor", executor]);
         let address = server.address.clone();
         let list = format!("r{round}list");
         let pusher = {
@@ -605,9 +608,32 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
                     for index in 0.. {
                         let key = format!("r{round}w{writer}i{index}");
                         let value = format!("value-{index}");
-                        client.send(&[b"SET", key.as_bytes(), value.as_bytes()]);
+                        let set = vec![&b"SET"[..], key.as_bytes(), value.as_bytes()];
+                        // One writer wraps its SETs in MULTI/EXEC, which commits on its own.
+                        let in_multi = writer == 3;
+                        let requests = if in_multi {
+                            vec![vec![&b"MULTI"[..]], set, vec![&b"EXEC"[..]]]
+                        } else {
+                            vec![set]
+                        };
+                        if client.send_all(&requests).is_err() {
+                            return;
+                        }
+                        if in_multi
+                            && !(client.read() == Some(ok())
+                                && client.read() == Some(Value::Status("QUEUED".into())))
+                        {
+                            return;
+                        }
+                        let acknowledged = if in_multi {
+                            Value::Array(vec![ok()])
+                        } else {
+                            ok()
+                        };
                         match client.read() {
-                            Some(reply) if reply == ok() => sender.send((key, value)).unwrap(),
+                            Some(reply) if reply == acknowledged => {
+                                sender.send((key, value)).unwrap()
+                            }
                             _ => return,
                         }
                     }

@@ -18,6 +18,7 @@ use crate::resp::{
     continue_request, parse_request, Frame, Output, Part, ProtocolError, Reply, RequestLimits,
 };
 use bytes::{Buf, Bytes, BytesMut};
+use shaledb::SyncPoint;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -516,8 +517,11 @@ impl Client {
         } else {
             shared.config.executor
         };
-        let output = match executor {
-            Executor::Inline => execute_slice(shared, &mut session, pending),
+        let (output, synced) = match executor {
+            Executor::Inline => {
+                let (output, point) = execute_slice(shared, &mut session, pending);
+                (output, shared.syncer.wait(point).await)
+            }
             Executor::Pool => {
                 let permit = shared
                     .pool_slots
@@ -528,16 +532,21 @@ impl Client {
                 let shared = shared.clone();
                 let mut requests = std::mem::take(pending);
                 let joined = tokio::task::spawn_blocking(move || {
-                    let output = execute_slice(&shared, &mut session, &mut requests);
+                    let (output, point) = execute_slice(&shared, &mut session, &mut requests);
+                    // A pool thread may block: it waits for the sync itself.
+                    let synced = shared
+                        .db
+                        .wait_synced(point)
+                        .map_err(|error| error.to_string());
                     drop(permit);
-                    (session, requests, output)
+                    (session, requests, output, synced)
                 })
                 .await;
                 match joined {
-                    Ok((back, rest, output)) => {
+                    Ok((back, rest, output, synced)) => {
                         session = back;
                         *pending = rest;
-                        output
+                        (output, synced)
                     }
                     Err(error) => {
                         tracing::error!(%error, "a command's worker failed");
@@ -551,6 +560,8 @@ impl Client {
             pending.clear();
         }
         self.session = Some(session);
+        // Writes the replies acknowledge may not be durable: none of them is sent.
+        synced.map_err(|reason| Close::Failed(format!("replies withheld: {reason}")))?;
         Ok((output, closing))
     }
 }
@@ -593,14 +604,15 @@ fn take_requests(
 }
 
 /// Runs requests of a pipeline in order, encoding the replies, until `OUTPUT_FLUSH_BYTES` of
-/// them are ready, the pipeline is done, or one closes the session.
+/// them are ready, the pipeline is done, or one closes the session. Returns the replies with
+/// the point to sync (`Db::wait_synced`) before any of them is sent.
 fn execute_slice(
     shared: &Shared,
     session: &mut Session,
     pending: &mut VecDeque<Request>,
-) -> Output {
+) -> (Output, SyncPoint) {
     let mut output = Output::new();
-    let mut run = PipelineRun::default();
+    let mut run = PipelineRun::deferring_sync();
     while let Some(mut request) = pending.pop_front() {
         shared.execute_pipelined(session, &mut request, pending.front(), &mut run);
         if session.blocked.is_some() {
@@ -620,7 +632,7 @@ fn execute_slice(
     for reply in run.final_replies() {
         reply.encode(session.protocol, &mut output);
     }
-    output
+    (output, run.take_sync_point())
 }
 
 /// Writes `output`, giving up when the client leaves a write unaccepted for `stall`; a streamed

@@ -17,6 +17,7 @@ mod memcached;
 mod metrics;
 pub mod resp;
 mod stripes;
+mod syncer;
 
 use anyhow::{Context, Result};
 use clients::ClientSlots;

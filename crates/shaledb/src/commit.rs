@@ -23,6 +23,35 @@ use std::sync::RwLockWriteGuard;
 /// small batches most commits are.
 type Batched<T> = SmallVec<[T; 4]>;
 
+/// Where commits sit in the log that are applied but, under `Durability::Sync`, not yet known
+/// durable (`Db::write_unsynced`): per media class, the log position to sync to (0: nothing).
+/// Under the other modes a commit is acknowledged without a sync, and its point is empty.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use = "a write under sync durability is acknowledged only once its sync point is synced"]
+pub struct SyncPoint {
+    lsns: [u64; 2],
+}
+
+impl SyncPoint {
+    fn at(class: MediaClass, lsn: u64) -> SyncPoint {
+        let mut point = SyncPoint::default();
+        point.lsns[class as usize] = lsn;
+        point
+    }
+
+    /// Whether nothing waits for a sync.
+    pub fn is_empty(&self) -> bool {
+        self.lsns == [0; 2]
+    }
+
+    /// Takes in `other`: syncing the result syncs both.
+    pub fn merge(&mut self, other: SyncPoint) {
+        for (mine, theirs) in self.lsns.iter_mut().zip(other.lsns) {
+            *mine = (*mine).max(theirs);
+        }
+    }
+}
+
 /// One operation of a batch, validated.
 pub struct BatchOp {
     kvs: Arc<KvsState>,
@@ -108,6 +137,28 @@ impl Engine {
         self.commit_validated(ops, &|_, _| Ok(()))
     }
 
+    /// Like `commit`, but returns before the durability wait: the caller syncs the point
+    /// (`wait_synced`) before it acknowledges the write. Readers see the batch at once, as they
+    /// do during `commit`'s wait.
+    pub fn commit_unsynced(&self, ops: Vec<BatchOp>) -> Result<SyncPoint> {
+        self.commit_without_waiting(ops, &|_, _| Ok(()))
+    }
+
+    /// Waits until the log is durable up to `point`: one fdatasync serves every commit
+    /// appended before it (group commit), whoever waits for them.
+    pub fn wait_synced(&self, point: SyncPoint) -> Result<()> {
+        for class in MediaClass::ALL {
+            let lsn = point.lsns[class as usize];
+            if lsn > 0 {
+                self.store
+                    .heads
+                    .at(class, HeadKind::Client)
+                    .wait_durable(lsn)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Like `commit`, but first runs `validate` against the recent commits, with every lock of
     /// the commit held, so nothing can commit between the check and the append. A failed
     /// validation writes nothing.
@@ -116,11 +167,21 @@ impl Engine {
         ops: Vec<BatchOp>,
         validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<()> {
+        let point = self.commit_without_waiting(ops, validate)?;
+        self.wait_synced(point)
+    }
+
+    /// `commit_validated` up to its durability wait: the point to wait for.
+    fn commit_without_waiting(
+        &self,
+        ops: Vec<BatchOp>,
+        validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
+    ) -> Result<SyncPoint> {
         self.check_open()?;
         self.check_writable()?;
         self.store.poison.check()?;
         if ops.is_empty() {
-            return Ok(());
+            return Ok(SyncPoint::default());
         }
         // Pacing happens before any lock is taken, so a slowed writer blocks nobody.
         let total_bytes: usize = ops.iter().map(BatchOp::encoded_len).sum();
@@ -272,9 +333,9 @@ impl Engine {
             .user_bytes_written
             .add(user_bytes as u64);
         if self.options.durability == Durability::Sync {
-            head.wait_durable(lsn)?;
+            return Ok(SyncPoint::at(class, lsn));
         }
-        Ok(())
+        Ok(SyncPoint::default())
     }
 
     /// Marks the partitions that keep old versions after this commit applied, for a snapshot's

@@ -8,6 +8,7 @@ use crate::backup::{self, BackupReport};
 use crate::batch::WriteBatch;
 use crate::check::{self, CheckReport};
 use crate::checkpointer::Checkpointer;
+use crate::commit::SyncPoint;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::Cleaner;
@@ -274,6 +275,15 @@ impl Db {
 
     /// Applies `batch` atomically: after a crash either all of it is there or none.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        let point = self.write_unsynced(batch)?;
+        self.wait_synced(point)
+    }
+
+    /// Applies `batch` as `write` does, but under `Durability::Sync` returns before the log is
+    /// synced: the write is acknowledged as durable only once `wait_synced` has synced the point
+    /// this returns. A server answers a pipeline's writes this way with one wait, off its
+    /// network threads. Readers see the batch at once, as they do during `write`'s wait.
+    pub fn write_unsynced(&self, batch: WriteBatch) -> Result<SyncPoint> {
         if let Some(error) = batch.error {
             return Err(error);
         }
@@ -285,7 +295,17 @@ impl Db {
                 actual: batch.encoded_bytes,
             });
         }
-        self.engine.commit(batch.ops)
+        self.engine.commit_unsynced(batch.ops)
+    }
+
+    /// Waits until every write up to `point` is durable (nothing to wait for outside
+    /// `Durability::Sync`, where the point is empty). An error means they may not be: the
+    /// KVDB is poisoned, and those writes must not be acknowledged.
+    pub fn wait_synced(&self, point: SyncPoint) -> Result<()> {
+        if point.is_empty() {
+            return Ok(());
+        }
+        self.engine.wait_synced(point)
     }
 
     /// A consistent view of every KVS as of now.

@@ -72,6 +72,7 @@ pub use backup::BackupReport;
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
 pub use check::CheckReport;
+pub use commit::SyncPoint;
 pub use compression::Compression;
 pub use db::Db;
 pub use error::{Error, ErrorKind, Result};

@@ -30,10 +30,11 @@ use crate::keyspace::{
 use crate::metrics::{CommandTally, Metrics};
 use crate::resp::{self, ChunkSource, Reply, StreamedBulk};
 use crate::stripes::{StripeGuard, StripeLock};
+use crate::syncer::Syncer;
 pub use blocking::Waiter;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use shaledb::{Db, ErrorKind};
+use shaledb::{Db, ErrorKind, SyncPoint};
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
@@ -498,6 +499,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Bounds how many pipelines run at once on the blocking pool (`Executor::Pool`).
     pub pool_slots: Arc<tokio::sync::Semaphore>,
+    /// Syncs the log for pipelines whose commits deferred their durability wait.
+    pub syncer: Syncer,
     /// What all clients' buffers may hold together.
     pub buffer_budget: Arc<BufferBudget>,
     /// `maxclients` in force now (CONFIG SET changes it; `config` keeps the start value).
@@ -563,6 +566,8 @@ pub struct Ctx<'c, 's> {
     pub shared: &'s Shared,
     pub session: &'c mut Session,
     pub tx: &'c mut Tx<'s>,
+    /// The run's deferred sync, for a command that commits on its own (EXEC).
+    pub deferred_sync: &'c mut Option<SyncPoint>,
 }
 
 impl<'s> Ctx<'_, 's> {
@@ -691,6 +696,10 @@ pub struct PipelineRun<'a> {
     uncommitted: Vec<usize>,
     /// Calls of the command run last, not yet added to the shared metrics.
     tally: CommandTally,
+    /// `Some`: commits return before their durability wait and the point to sync is gathered
+    /// here, for the connection to sync before it sends the run's replies (`deferring_sync`);
+    /// `None`: each commit waits for its own sync.
+    deferred_sync: Option<SyncPoint>,
     /// When the command run last ended: the next one's start, so a command costs one clock read
     /// (its time then includes encoding the reply before it, well under the histogram's first
     /// bucket of 10 us).
@@ -698,6 +707,25 @@ pub struct PipelineRun<'a> {
 }
 
 impl PipelineRun<'_> {
+    /// A run whose commits do not wait for their durability: its replies may be sent only once
+    /// `take_sync_point`'s point is synced (`Db::wait_synced`). Under `sync` durability this
+    /// lets a network thread run a pipeline without blocking on fdatasync, and one wait cover
+    /// all of it.
+    pub fn deferring_sync() -> Self {
+        PipelineRun {
+            deferred_sync: Some(SyncPoint::default()),
+            ..PipelineRun::default()
+        }
+    }
+
+    /// What the run's commits left to sync before its replies are sent.
+    pub fn take_sync_point(&mut self) -> SyncPoint {
+        self.deferred_sync
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     fn release(&mut self) {
         self.guards.clear();
         self.stripes = Stripes::None;
@@ -750,11 +778,18 @@ impl Shared {
             )));
         }
         let names: Vec<&str> = COMMANDS.iter().map(|command| command.name).collect();
+        let syncer = Syncer::start(Arc::downgrade(&db)).map_err(|source| {
+            Failure::Engine(shaledb::Error::Io {
+                context: "starting the syncer thread".into(),
+                source,
+            })
+        })?;
         Ok(Shared {
             metrics: Metrics::new(db.clone(), &names),
             db,
             keyspaces,
             pool_slots: Arc::new(tokio::sync::Semaphore::new(config.pool_threads)),
+            syncer,
             buffer_budget: BufferBudget::new(config.max_client_buffers_bytes),
             client_slots: ClientSlots::new(config.maxclients),
             idle_timeout: IdleTimeout::new(config.idle_timeout),
@@ -897,7 +932,7 @@ impl Shared {
             return;
         };
         run.batched = 0;
-        if let Err(error) = self.commit(tx) {
+        if let Err(error) = self.commit(tx, &mut run.deferred_sync) {
             for &index in &run.uncommitted {
                 run.replies[index] = error.clone();
             }
@@ -976,8 +1011,8 @@ impl Shared {
         if !batching {
             let mut tx = self.tx();
             let outcome = self
-                .run(command, session, &mut tx, args)
-                .and_then(|reply| self.commit(tx).map(|()| reply));
+                .run(command, session, &mut tx, &mut run.deferred_sync, args)
+                .and_then(|reply| self.commit(tx, &mut run.deferred_sync).map(|()| reply));
             count_call(&mut run.tally, &mut run.clock, start, outcome.is_err());
             if session.blocked.is_none() {
                 run.replies.push(outcome.unwrap_or_else(|error| error));
@@ -988,7 +1023,7 @@ impl Shared {
         // The first command's failure drops the transaction; a later one's rolls back only its
         // own writes (as EXEC does).
         let savepoint = (run.batched > 0).then(|| tx.savepoint());
-        let outcome = self.run(command, session, tx, args);
+        let outcome = self.run(command, session, tx, &mut run.deferred_sync, args);
         count_call(&mut run.tally, &mut run.clock, start, outcome.is_err());
         match outcome {
             // Blocked: it found nothing to take and wrote nothing; it has no reply yet.
@@ -1022,20 +1057,31 @@ impl Shared {
         command: &CommandSpec,
         session: &mut Session,
         tx: &mut Tx<'s>,
+        deferred_sync: &mut Option<SyncPoint>,
         args: &[Bytes],
     ) -> Outcome {
         let mut ctx = Ctx {
             shared: self,
             session,
             tx,
+            deferred_sync,
         };
         (command.handler)(&mut ctx, args)
     }
 
     /// Commits a transaction and tells WATCHers and blocked clients about the keys it wrote.
-    fn commit(&self, tx: Tx<'_>) -> Result<(), Reply> {
+    /// With `deferred` (a run deferring its sync), the commit's sync point joins it instead of
+    /// being waited for here.
+    fn commit(&self, tx: Tx<'_>, deferred: &mut Option<SyncPoint>) -> Result<(), Reply> {
         let writes = tx.write_count() != 0;
-        let touched = tx.commit()?;
+        let touched = match deferred {
+            Some(pending) => {
+                let (touched, point) = tx.commit_unsynced()?;
+                pending.merge(point);
+                touched
+            }
+            None => tx.commit()?,
+        };
         if writes {
             self.write_commits.fetch_add(1, Ordering::Relaxed);
         }

@@ -192,7 +192,13 @@ pub(super) fn exec(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
         };
         let savepoint = tx.savepoint();
         ctx.session.streamed = request.streamed;
-        match shared.run(command, ctx.session, &mut tx, &request.args) {
+        match shared.run(
+            command,
+            ctx.session,
+            &mut tx,
+            ctx.deferred_sync,
+            &request.args,
+        ) {
             Ok(reply) => replies.push(reply),
             Err(error) => {
                 tx.rollback(savepoint);
@@ -202,7 +208,7 @@ pub(super) fn exec(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
         ctx.session.streamed.clear();
     }
     ctx.session.in_exec = false;
-    let committed = shared.commit(tx);
+    let committed = shared.commit(tx, ctx.deferred_sync);
     drop(guards);
     end_transaction(ctx.session);
     committed?;

@@ -17,7 +17,7 @@ use super::{
 };
 use super::{Space, SpaceNow};
 use bytes::Bytes;
-use shaledb::WriteBatch;
+use shaledb::{SyncPoint, WriteBatch};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
@@ -294,10 +294,19 @@ impl<'s> Tx<'s> {
 
     /// Commits every write as one engine batch, with the key counts they change; returns the
     /// keys written, for WATCH and blocked clients. Nothing is written if it fails.
-    pub fn commit(mut self) -> Result<Vec<(usize, Bytes)>> {
+    pub fn commit(self) -> Result<Vec<(usize, Bytes)>> {
+        let db = self.spaces[0].db.clone();
+        let (touched, point) = self.commit_unsynced()?;
+        db.wait_synced(point)?;
+        Ok(touched)
+    }
+
+    /// Commits as `commit` does, but returns before the durability wait, with the point to
+    /// sync (`Db::wait_synced`) before the writes are acknowledged.
+    pub fn commit_unsynced(mut self) -> Result<(Vec<(usize, Bytes)>, SyncPoint)> {
         let touched = std::mem::take(&mut self.touched);
         if self.writes.is_empty() && self.cleared.is_empty() {
-            return Ok(touched);
+            return Ok((touched, SyncPoint::default()));
         }
         let mut batch = WriteBatch::with_capacity(
             self.cleared.len() + self.writes.len() + self.count_deltas.len(),
@@ -327,7 +336,7 @@ impl<'s> Tx<'s> {
             batch.put(&space.kvs, count_key(stripe), (count as u64).to_be_bytes());
             new_counts.push((db, stripe, count));
         }
-        self.spaces[0].db.write(batch)?;
+        let point = self.spaces[0].db.write_unsynced(batch)?;
         for db in &self.flushed {
             for count in &self.space_of(*db).counts {
                 count.store(0, Ordering::Relaxed);
@@ -345,7 +354,7 @@ impl<'s> Tx<'s> {
         for (space, id) in self.unlinked {
             space.release_blob(id);
         }
-        Ok(touched)
+        Ok((touched, point))
     }
 }
 
