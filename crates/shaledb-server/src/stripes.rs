@@ -16,15 +16,6 @@ impl StripeLock {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-
-    /// The lock if no one holds it now.
-    pub fn try_lock(&self) -> Option<StripeGuard<'_>> {
-        match self.0.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
 }
 
 /// FNV-1a of `key`: cheap, spreads keys well, and stable across restarts and versions (the

@@ -886,43 +886,26 @@ impl Shared {
         }
     }
 
-    /// Whether the request `next` may join a batch the writing command `args` starts: under
-    /// `sync`, any (`lock_more`); otherwise one on the same key (first argument), the hot-key
-    /// pipeline batches are for.
+    /// Whether the request `next` may join a batch the writing command `args` starts: one on
+    /// the same key (first argument), the hot-key pipeline batches are for.
+    ///
+    /// Across keys a batch saves nothing: under `sync` it once saved a pipeline one fdatasync
+    /// wait per command, but a pipeline's commits now share one wait anyway (the syncer), and
+    /// holding more stripes for longer slowed SET at pipeline 16 (361-391k/s batched vs
+    /// 440k/s not); a long transaction's bookkeeping costs more too (docs/SERVER.md).
     fn may_join(&self, args: &[Bytes], next: &[Bytes]) -> bool {
-        self.config.durability == shaledb::Durability::Sync || args.get(1) == next.get(1)
+        args.get(1) == next.get(1)
     }
 
-    /// Adds `wanted` to the stripes `run` holds, if no one else holds those it lacks and
-    /// commits wait for the device; whether `run` holds them all now. It never waits for a
-    /// stripe: a thread waiting while holding others out of stripe order could deadlock with
-    /// one locking in order.
-    ///
-    /// Across keys, a batch pays only where a commit waits for its fdatasync (durability
-    /// `sync`): one wait instead of one per command (redis-benchmark SET -P 16: 26,000 ->
-    /// 64,000/s). Otherwise it saves nothing measurable, and a long transaction's bookkeeping
-    /// costs more (MSET -P 16: 141,000 -> 164,000 instructions each); see docs/SERVER.md.
-    fn lock_more<'a>(&'a self, run: &mut PipelineRun<'a>, wanted: &Stripes) -> bool {
-        let (Stripes::Some(held), Stripes::Some(wanted)) = (&mut run.stripes, wanted) else {
+    /// Whether `run` holds every stripe in `wanted` already. It never locks more: a thread
+    /// waiting while holding others out of stripe order could deadlock with one locking in order.
+    fn holds_all(run: &PipelineRun<'_>, wanted: &Stripes) -> bool {
+        let (Stripes::Some(held), Stripes::Some(wanted)) = (&run.stripes, wanted) else {
             return false;
         };
-        let missing = |stripe: &&usize| held.binary_search(stripe).is_err();
-        if !wanted.iter().any(|stripe| missing(&stripe)) {
-            return true;
-        }
-        if self.config.durability != shaledb::Durability::Sync {
-            return false;
-        }
-        let mut guards = Vec::new();
-        for &stripe in wanted.iter().filter(missing) {
-            match self.stripes[stripe].try_lock() {
-                Some(guard) => guards.push(guard),
-                None => return false,
-            }
-        }
-        run.guards.extend(guards);
-        *held = sorted_union(held, wanted);
-        true
+        wanted
+            .iter()
+            .all(|stripe| held.binary_search(stripe).is_ok())
     }
 
     /// Commits the writes `run` batched; if that fails, the replies that depended on them
@@ -991,7 +974,7 @@ impl Shared {
             let joins = may_batch
                 && run.tx.is_some()
                 && run.batched < self.config.max_batched_writes
-                && self.lock_more(run, &stripes);
+                && Self::holds_all(run, &stripes);
             if !joins {
                 self.commit_run(run);
                 if run.stripes != stripes {
@@ -1148,23 +1131,6 @@ impl Shared {
             .fetch_add(removed as u64, Ordering::Relaxed);
         Ok(removed)
     }
-}
-
-/// The numbers in either of two sorted lists without repeats, sorted, without repeats.
-fn sorted_union(one: &[usize], other: &[usize]) -> Vec<usize> {
-    let mut union = Vec::with_capacity(one.len() + other.len());
-    let (mut one, mut other) = (one.iter().peekable(), other.iter().peekable());
-    while let (Some(&&a), Some(&&b)) = (one.peek(), other.peek()) {
-        union.push(a.min(b));
-        if a <= b {
-            one.next();
-        }
-        if b <= a {
-            other.next();
-        }
-    }
-    union.extend(one.chain(other));
-    union
 }
 
 fn arity_ok(command: &CommandSpec, args: &[Bytes]) -> bool {
@@ -1539,32 +1505,6 @@ mod tests {
         for command in COMMANDS {
             assert!(command.name.len() <= 32, "lookup bound");
             assert_eq!(command.name, command.name.to_ascii_uppercase());
-        }
-    }
-
-    #[test]
-    fn sorted_union_is_the_set_union_in_order() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % below) as usize
-        };
-        let mut list = || {
-            let length = next(12);
-            let set: std::collections::BTreeSet<usize> = (0..length).map(|_| next(40)).collect();
-            set.into_iter().collect::<Vec<usize>>()
-        };
-        for _ in 0..500 {
-            let (one, other) = (list(), list());
-            let expected: std::collections::BTreeSet<usize> =
-                one.iter().chain(&other).copied().collect();
-            assert_eq!(
-                sorted_union(&one, &other),
-                expected.into_iter().collect::<Vec<_>>(),
-                "{one:?} {other:?}"
-            );
         }
     }
 }
