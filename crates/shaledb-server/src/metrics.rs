@@ -33,6 +33,7 @@ fn latency_bucket(nanos: u64) -> usize {
 
 /// One command-table entry's calls, failed calls, time and latency buckets, shared by all
 /// clients: lock-free, and written once per pipeline run of the command (`CommandTally`).
+#[derive(Debug)]
 struct CommandStats {
     calls: AtomicU64,
     failures: AtomicU64,
@@ -78,15 +79,10 @@ impl CommandTally {
 }
 
 /// The server's command metrics, read at scrape time.
+#[derive(Debug)]
 struct CommandCollector {
     stats: Arc<[CommandStats]>,
     labels: Vec<CommandLabel>,
-}
-
-impl std::fmt::Debug for CommandCollector {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("CommandCollector")
-    }
 }
 
 impl Collector for CommandCollector {
