@@ -68,3 +68,36 @@ fn sync_while_asked(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_wait_answers_once_the_log_is_synced_and_fails_once_the_kvdb_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = shaledb::Options {
+            durability: shaledb::Durability::Sync,
+            ..shaledb::Options::default()
+        };
+        let db = Arc::new(Db::open(dir.path(), options).unwrap());
+        let syncer = Syncer::start(Arc::downgrade(&db)).unwrap();
+        let kvs = db.kvs("t").unwrap();
+        let write = |key: &[u8]| {
+            let mut batch = db.batch();
+            batch.put(&kvs, key, b"value");
+            db.write_unsynced(batch).unwrap()
+        };
+        let (first, second, third) = (write(b"a"), write(b"b"), write(b"c"));
+        assert!(!first.is_empty() && !third.is_empty());
+        // Waits in flight together, answered by the syncer's one pass or two.
+        let answers = tokio::join!(syncer.wait(first), syncer.wait(second), syncer.wait(third));
+        assert_eq!(answers, (Ok(()), Ok(()), Ok(())));
+        assert_eq!(syncer.wait(SyncPoint::default()).await, Ok(()));
+        let last = write(b"d");
+        drop(kvs);
+        drop(Arc::into_inner(db).expect("the syncer holds no strong handle"));
+        assert_eq!(syncer.wait(last).await, Err("the KVDB is closed".into()));
+    }
+}

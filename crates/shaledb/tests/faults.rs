@@ -168,3 +168,50 @@ fn a_bit_flipped_on_read_is_corruption_never_data() {
         );
     }
 }
+
+/// `Db::write_unsynced` applies a batch and leaves its durability to `Db::wait_synced`, which a
+/// caller must pass before it acknowledges the write (the server's syncer does so for whole
+/// pipelines): a failed sync there is an error, and the KVDB is poisoned, as `write` would be.
+#[test]
+fn an_unsynced_write_is_acknowledged_only_after_its_wait_and_a_failed_wait_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = FaultyStorage::default();
+    let mut acknowledged = Vec::new();
+    {
+        let db = Db::open(dir.path(), options(&storage)).unwrap();
+        let kvs = db.kvs("t").unwrap();
+        let mut pending = shaledb::SyncPoint::default();
+        for index in 0..20 {
+            let mut batch = db.batch();
+            batch.put(&kvs, format!("key{index:05}"), value(index));
+            let point = db.write_unsynced(batch).unwrap();
+            assert!(!point.is_empty(), "under sync durability a write waits");
+            pending.merge(point);
+        }
+        // One wait covers every write before it.
+        db.wait_synced(pending).unwrap();
+        acknowledged.extend(0..20);
+
+        storage.change(|plan| plan.sync_error = Some(libc::EIO));
+        let mut batch = db.batch();
+        batch.put(&kvs, "key00020", value(20));
+        let point = db.write_unsynced(batch).unwrap();
+        let error = db.wait_synced(point).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Io, "{error}");
+        storage.change(|plan| *plan = Default::default());
+        let mut batch = db.batch();
+        batch.put(&kvs, "key00021", value(21));
+        let after = db.write_unsynced(batch).unwrap_err();
+        assert_eq!(after.kind(), ErrorKind::Poisoned, "{after}");
+        assert!(db.close().is_err());
+    }
+    assert_acknowledged_survive(dir.path(), &acknowledged);
+
+    // Outside sync durability nothing waits.
+    let other = tempfile::tempdir().unwrap();
+    let db = Db::open(other.path(), small_options()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let mut batch = db.batch();
+    batch.put(&kvs, "key", "value");
+    assert!(db.write_unsynced(batch).unwrap().is_empty());
+}
