@@ -680,6 +680,100 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
     assert!(pushed > 100, "only {pushed} pipelined pushes");
 }
 
+/// Under `sync`, an element handed to a blocked BLPOP is popped durably before the client sees
+/// it: after kill -9, no element a consumer received is back in the list, and every element a
+/// pusher saw acknowledged was either received or is still there.
+#[test]
+fn kill_9_after_blocked_pops_under_sync_durability_returns_no_popped_element() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let server = Server::start(&db, &["--durability", "sync"]);
+    let (sender, receiver) = mpsc::channel();
+    let consumers: Vec<_> = (0..3)
+        .map(|_| {
+            let (address, sender) = (server.address.clone(), sender.clone());
+            std::thread::spawn(move || {
+                let mut client = Client::new(TcpStream::connect(address).unwrap());
+                loop {
+                    if client
+                        .send_all(&[vec![&b"BLPOP"[..], b"queue", b"0"]])
+                        .is_err()
+                    {
+                        return;
+                    }
+                    match client.read() {
+                        Some(Value::Array(reply)) if reply.len() == 2 => {
+                            let Value::Bulk(element) = &reply[1] else {
+                                return;
+                            };
+                            sender
+                                .send(String::from_utf8(element.clone()).unwrap())
+                                .unwrap();
+                        }
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(sender);
+    let pusher = {
+        let address = server.address.clone();
+        std::thread::spawn(move || {
+            let mut client = Client::new(TcpStream::connect(address).unwrap());
+            let mut pushed = 0usize;
+            loop {
+                let element = pushed.to_string();
+                if client
+                    .send_all(&[vec![&b"RPUSH"[..], b"queue", element.as_bytes()]])
+                    .is_err()
+                {
+                    return pushed;
+                }
+                match client.read() {
+                    Some(Value::Int(_)) => pushed += 1,
+                    _ => return pushed,
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    drop(server); // SIGKILL, then reap.
+    let pushed = pusher.join().unwrap();
+    for consumer in consumers {
+        consumer.join().unwrap();
+    }
+    let received: std::collections::BTreeSet<usize> = receiver
+        .iter()
+        .map(|element| element.parse().unwrap())
+        .collect();
+    assert!(received.len() > 20, "only {} pops", received.len());
+    let restarted = Server::start(&db, &[]);
+    let mut client = restarted.connect();
+    let Value::Array(left) = client.call(&["LRANGE", "queue", "0", "-1"]) else {
+        panic!("LRANGE answers an array")
+    };
+    let left: std::collections::BTreeSet<usize> = left
+        .iter()
+        .map(|element| match element {
+            Value::Bulk(bytes) => std::str::from_utf8(bytes).unwrap().parse().unwrap(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    for element in &received {
+        assert!(
+            !left.contains(element),
+            "popped {element} is back in the list"
+        );
+    }
+    for element in 0..pushed {
+        assert!(
+            received.contains(&element) || left.contains(&element),
+            "acknowledged push of {element} was lost"
+        );
+    }
+}
+
 #[test]
 fn a_damaged_record_is_an_error_reply_never_a_nil() {
     let dir = tempfile::tempdir().unwrap();

@@ -290,7 +290,7 @@ impl Client {
                 },
                 _ = timeout => {
                     if shared.waiters.remove(id) {
-                        break blocked.timeout_reply;
+                        break (blocked.timeout_reply, SyncPoint::default());
                     }
                     // Served just now: its reply is on its way.
                     match (&mut receiver).await {
@@ -315,6 +315,13 @@ impl Client {
                 }
             }
         };
+        let (reply, point) = reply;
+        // The command that served it (a pop) may have written: its reply waits for the sync.
+        shared
+            .syncer
+            .wait(point)
+            .await
+            .map_err(|reason| Close::Failed(format!("reply withheld: {reason}")))?;
         let mut output = Output::new();
         reply.encode(protocol, &mut output);
         write_output(stream, &mut output, shared.config.output_stall_timeout).await

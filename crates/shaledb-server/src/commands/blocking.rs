@@ -11,6 +11,7 @@ use super::{command_index, PipelineRun, Shared};
 use crate::resp::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
+use shaledb::SyncPoint;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::oneshot;
@@ -21,7 +22,9 @@ pub struct Waiter {
     pub db: usize,
     pub protocol: u8,
     pub request: Vec<Bytes>,
-    pub reply: oneshot::Sender<Reply>,
+    /// The reply, with what to sync before it is sent (its command ran in a run deferring its
+    /// sync: the writer that served it does not wait for the device).
+    pub reply: oneshot::Sender<(Reply, SyncPoint)>,
 }
 
 #[derive(Default)]
@@ -84,11 +87,12 @@ impl Shared {
                 session.protocol = waiter.protocol;
                 session.authenticated = true;
                 session.block_retry = true;
-                let mut run = PipelineRun::default();
+                let mut run = PipelineRun::deferring_sync();
                 let command = command_index(&waiter.request[0]);
                 self.execute_one(&mut session, &waiter.request, command, None, &mut run);
                 self.commit_run(&mut run);
                 self.metrics.add(&mut run.tally);
+                let point = run.take_sync_point();
                 drop(run.guards);
                 let Some(reply) = run.replies.pop() else {
                     index += 1;
@@ -97,7 +101,7 @@ impl Shared {
                 let waiter = queue.remove(index).expect("index is in the queue");
                 // A client that left meanwhile drops its reply; the command's writes stand, as
                 // they do in Redis for a client disconnected after its command ran.
-                let _ = waiter.reply.send(reply);
+                let _ = waiter.reply.send((reply, point));
                 served = true;
             }
             if !served {
