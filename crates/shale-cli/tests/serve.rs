@@ -394,7 +394,7 @@ fn named_number(text: &str, name: &str, separator: char) -> u64 {
         .unwrap()
 }
 
-/// Commands are counted per pipeline run (docs/SERVER.md, "Metrics"): INFO sees every command
+/// Commands are counted per pipeline run (docs/SERVER.md, "Operations"): INFO sees every command
 /// of its own pipeline before it, and INFO and /metrics agree.
 #[test]
 fn info_and_metrics_count_every_command_of_a_pipeline_before_them() {
