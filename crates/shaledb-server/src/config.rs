@@ -229,7 +229,6 @@ impl Config {
         let durability: shaledb::Durability = durability
             .parse()
             .with_context(|| format!("durability {durability:?}"))?;
-
         let config = Config {
             db: kvdb
                 .db

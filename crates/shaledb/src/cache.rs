@@ -7,7 +7,7 @@
 //! Seqnos name one version of one key for the life of a KVDB (records the cleaner moves keep
 //! theirs), so a moved record needs no invalidation.
 
-use crate::short_bytes::ShortBytes;
+use crate::short_bytes::{ShortBytes, INLINE_BYTES};
 use bytes::Bytes;
 use quick_cache::sync::{Cache, EntryAction, EntryResult};
 use quick_cache::{DefaultHashBuilder, Weighter};
@@ -52,27 +52,22 @@ impl Hasher for SlotHasher {
     }
 }
 
-/// Values up to this long are kept inside their cache entry (redis-benchmark's and the
-/// server's small records among them).
-const INLINE_VALUE_BYTES: usize = 30;
-
-/// A cached value. A short one is kept inline: a read copies it out of the entry it found, and
-/// touches no other memory. A shared `Bytes` costs a read two atomic updates of its reference
-/// count, on a cache line of its own that is often cold or on the other core: about a twentieth
-/// of a pipelined server GET's CPU (docs/SERVER.md).
+/// A cached value. A short one (up to `INLINE_BYTES`, redis-benchmark's and the server's small
+/// records among them) is kept inline, as a key is: a read copies it out of the entry it found,
+/// and touches no other memory. A shared `Bytes` costs a read two atomic updates of its
+/// reference count, on a cache line of its own that is often cold or on the other core: about a
+/// twentieth of a pipelined server GET's CPU (docs/SERVER.md).
 #[derive(Clone)]
 enum CachedValue {
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_VALUE_BYTES],
-    },
+    /// Always `ShortBytes::Inline`.
+    Inline(ShortBytes),
     Shared(Bytes),
 }
 
 impl CachedValue {
     fn len(&self) -> usize {
         match self {
-            CachedValue::Inline { len, .. } => usize::from(*len),
+            CachedValue::Inline(bytes) => bytes.len(),
             CachedValue::Shared(bytes) => bytes.len(),
         }
     }
@@ -80,9 +75,7 @@ impl CachedValue {
     /// The value, copied when it is inline.
     fn into_bytes(self) -> Bytes {
         match self {
-            CachedValue::Inline { len, bytes } => {
-                Bytes::copy_from_slice(&bytes[..usize::from(len)])
-            }
+            CachedValue::Inline(bytes) => Bytes::copy_from_slice(&bytes),
             CachedValue::Shared(bytes) => bytes,
         }
     }
@@ -90,13 +83,8 @@ impl CachedValue {
 
 impl From<Bytes> for CachedValue {
     fn from(value: Bytes) -> Self {
-        if value.len() <= INLINE_VALUE_BYTES {
-            let mut bytes = [0; INLINE_VALUE_BYTES];
-            bytes[..value.len()].copy_from_slice(&value);
-            CachedValue::Inline {
-                len: value.len() as u8,
-                bytes,
-            }
+        if value.len() <= INLINE_BYTES {
+            CachedValue::Inline(value[..].into())
         } else {
             CachedValue::Shared(value)
         }
@@ -339,7 +327,7 @@ mod tests {
     #[test]
     fn values_inline_or_shared_read_back_whole_across_in_place_updates() {
         let cache = ValueCache::new(64 << 10);
-        let lengths = [0, 1, INLINE_VALUE_BYTES, INLINE_VALUE_BYTES + 1, 1000, 3];
+        let lengths = [0, 1, INLINE_BYTES, INLINE_BYTES + 1, 1000, 3];
         for (seqno, &len) in (1u64..).zip(&lengths) {
             let value = Bytes::from((0..len).map(|byte| byte as u8 ^ 0x5a).collect::<Vec<_>>());
             // In place over the version before it: inline over shared and back.

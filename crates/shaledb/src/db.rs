@@ -302,9 +302,6 @@ impl Db {
     /// `Durability::Sync`, where the point is empty). An error means they may not be: the
     /// KVDB is poisoned, and those writes must not be acknowledged.
     pub fn wait_synced(&self, point: SyncPoint) -> Result<()> {
-        if point.is_empty() {
-            return Ok(());
-        }
         self.engine.wait_synced(point)
     }
 

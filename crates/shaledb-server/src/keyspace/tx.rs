@@ -295,9 +295,9 @@ impl<'s> Tx<'s> {
     /// Commits every write as one engine batch, with the key counts they change; returns the
     /// keys written, for WATCH and blocked clients. Nothing is written if it fails.
     pub fn commit(self) -> Result<Vec<(usize, Bytes)>> {
-        let db = self.spaces[0].db.clone();
+        let spaces = self.spaces;
         let (touched, point) = self.commit_unsynced()?;
-        db.wait_synced(point)?;
+        spaces[0].db.wait_synced(point)?;
         Ok(touched)
     }
 
