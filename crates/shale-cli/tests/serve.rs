@@ -682,14 +682,17 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
 
 /// Under `sync`, an element handed to a blocked BLPOP is popped durably before the client sees
 /// it: after kill -9, no element a consumer received is back in the list, and every element a
-/// pusher saw acknowledged was either received or is still there.
+/// pusher saw acknowledged was either received or is still there, but for at most one per
+/// consumer: popped, with its reply not yet read when the server died (as in Redis, a popped
+/// element goes with a reply the client never gets; docs/SERVER.md, "Blocking commands").
 #[test]
 fn kill_9_after_blocked_pops_under_sync_durability_returns_no_popped_element() {
+    const CONSUMERS: usize = 3;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let server = Server::start(&db, &["--durability", "sync"]);
     let (sender, receiver) = mpsc::channel();
-    let consumers: Vec<_> = (0..3)
+    let consumers: Vec<_> = (0..CONSUMERS)
         .map(|_| {
             let (address, sender) = (server.address.clone(), sender.clone());
             std::thread::spawn(move || {
@@ -766,12 +769,13 @@ fn kill_9_after_blocked_pops_under_sync_durability_returns_no_popped_element() {
             "popped {element} is back in the list"
         );
     }
-    for element in 0..pushed {
-        assert!(
-            received.contains(&element) || left.contains(&element),
-            "acknowledged push of {element} was lost"
-        );
-    }
+    let popped_unread: Vec<usize> = (0..pushed)
+        .filter(|element| !received.contains(element) && !left.contains(element))
+        .collect();
+    assert!(
+        popped_unread.len() <= CONSUMERS,
+        "acknowledged pushes neither received nor in the list: {popped_unread:?}"
+    );
 }
 
 #[test]
