@@ -355,6 +355,11 @@ impl Collector for EngineCollector {
                 "Estimated DRAM held by the indexes",
                 stats.index_bytes,
             ),
+            (
+                "index_value_hits",
+                "Reads answered from the short value a key's index entry keeps",
+                stats.index_value_hits,
+            ),
             ("live_bytes", "Bytes of live records", stats.live_bytes),
             (
                 "cache_bytes",

@@ -61,7 +61,7 @@ pub fn check(store: &Store, checkpoint_dir: &Path, leftovers: &[String]) -> Resu
     let mut kvs_names = HashMap::new();
     for kvs in store.kvs.all() {
         kvs_names.insert(kvs.id, kvs.name.clone());
-        kvs.index.for_each_version(|key, entry| {
+        kvs.index.for_each_version(|key, entry, value| {
             report.index_entries += 1;
             expected
                 .entry(entry.location.segment)
@@ -70,6 +70,7 @@ pub fn check(store: &Store, checkpoint_dir: &Path, leftovers: &[String]) -> Resu
                     kvs_id: kvs.id,
                     key: key.into(),
                     entry,
+                    value: value.map(Into::into),
                 });
         });
     }
@@ -126,6 +127,16 @@ pub fn check(store: &Store, checkpoint_dir: &Path, leftovers: &[String]) -> Resu
                     if !matches {
                         report.index_errors.push(format!(
                             "{}: {path} offset {offset} holds another record",
+                            describe(item)
+                        ));
+                    } else if item
+                        .value
+                        .as_deref()
+                        .is_some_and(|kept| record.value().ok().as_deref() != Some(kept))
+                    {
+                        report.index_errors.push(format!(
+                            "{}: the value its index entry keeps is not the one at {path} offset \
+                             {offset}",
                             describe(item)
                         ));
                     }
@@ -267,4 +278,6 @@ struct Expected {
     kvs_id: u32,
     key: Key,
     entry: Entry,
+    /// The value the index entry keeps, which must be the record's.
+    value: Option<Box<[u8]>>,
 }

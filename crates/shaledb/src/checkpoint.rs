@@ -5,9 +5,11 @@
 //! "SHALECK1"  u32 version  u64 covered_seqno  u64 next_seqno
 //! u32 segment count, then per segment: u32 id, u64 replay_from (offset replay starts at)
 //! per KVS: u8 1, u32 kvs_id, then entries: u16 key_len (>0), key, u32 segment, u32 offset,
-//!          u32 len, u64 seqno; a u16 0 ends the KVS
+//!          u32 len, u64 seqno, then the value the index keeps with it: u8 0 (none), or u8 1,
+//!          u8 value_len (at most limits::INDEX_VALUE_BYTES_LIMIT), value; a u16 0 ends the KVS
 //! u8 0, u64 entry count, u32 crc32c of every byte before it
 //! ```
+//! Version 1 (before 2026-11-28) had no value after an entry's seqno; it is still read.
 //! The file is written to `checkpoint.ckpt.tmp`, fsynced, and renamed over `checkpoint.ckpt`.
 
 use crate::error::{Error, Result};
@@ -19,7 +21,9 @@ use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "checkpoint.ckpt";
 const MAGIC: &[u8; 8] = b"SHALECK1";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+/// The version whose entries keep no values.
+const FORMAT_VERSION_WITHOUT_VALUES: u32 = 1;
 
 /// Builds a checkpoint file in memory, section by section.
 pub struct CheckpointEncoder {
@@ -47,7 +51,7 @@ impl CheckpointEncoder {
         self.bytes.extend_from_slice(&kvs_id.to_le_bytes());
     }
 
-    pub fn entry(&mut self, key: &[u8], entry: &Entry) {
+    pub fn entry(&mut self, key: &[u8], entry: &Entry, value: Option<&[u8]>) {
         self.bytes
             .extend_from_slice(&(key.len() as u16).to_le_bytes());
         self.bytes.extend_from_slice(key);
@@ -58,6 +62,14 @@ impl CheckpointEncoder {
         self.bytes
             .extend_from_slice(&entry.location.len.to_le_bytes());
         self.bytes.extend_from_slice(&entry.seqno.to_le_bytes());
+        match value {
+            None => self.bytes.push(0),
+            Some(value) => {
+                self.bytes.push(1);
+                self.bytes.push(value.len() as u8);
+                self.bytes.extend_from_slice(value);
+            }
+        }
         self.entries += 1;
     }
 
@@ -87,11 +99,13 @@ pub struct Checkpoint {
     body: Vec<u8>,
     /// Where the first KVS section starts in `body`.
     sections_at: usize,
+    /// Whether each entry is followed by the value the index keeps with it (version 2).
+    has_values: bool,
     path: PathBuf,
 }
 
 impl Checkpoint {
-    /// Each entry's KVS id, key and entry, in the file's order.
+    /// Each entry's KVS id, key, entry and the value the index kept with it, in the file's order.
     pub fn entries(&self) -> Entries<'_> {
         Entries {
             reader: Reader {
@@ -100,6 +114,7 @@ impl Checkpoint {
                 path: &self.path,
             },
             kvs_id: None,
+            has_values: self.has_values,
         }
     }
 }
@@ -110,10 +125,14 @@ pub struct Entries<'a> {
     reader: Reader<'a>,
     /// The section being read, once its header has been.
     kvs_id: Option<u32>,
+    has_values: bool,
 }
 
+/// One checkpoint entry: KVS id, key, entry, and the value the index kept with it.
+pub type CheckpointEntry<'a> = (u32, &'a [u8], Entry, Option<&'a [u8]>);
+
 impl<'a> Entries<'a> {
-    fn next_entry(&mut self) -> Result<Option<(u32, &'a [u8], Entry)>> {
+    fn next_entry(&mut self) -> Result<Option<CheckpointEntry<'a>>> {
         let reader = &mut self.reader;
         let path = reader.path;
         let corrupt = |offset: usize, detail: &str| {
@@ -143,13 +162,24 @@ impl<'a> Entries<'a> {
                 len: reader.u32()?,
             };
             let seqno = reader.u64()?;
-            return Ok(Some((kvs_id, key, Entry { location, seqno })));
+            let value = match self.has_values.then(|| reader.u8()).transpose()? {
+                None | Some(0) => None,
+                Some(1) => {
+                    let len = usize::from(reader.u8()?);
+                    if len > crate::limits::INDEX_VALUE_BYTES_LIMIT {
+                        return Err(corrupt(reader.at - 1, "checkpoint value too long"));
+                    }
+                    Some(reader.take(len)?)
+                }
+                Some(_) => return Err(corrupt(reader.at - 1, "bad checkpoint value tag")),
+            };
+            return Ok(Some((kvs_id, key, Entry { location, seqno }, value)));
         }
     }
 }
 
 impl<'a> Iterator for Entries<'a> {
-    type Item = Result<(u32, &'a [u8], Entry)>;
+    type Item = Result<CheckpointEntry<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_entry().transpose()
@@ -236,9 +266,10 @@ pub(crate) fn decode(mut bytes: Vec<u8>, path: &Path) -> Result<Checkpoint> {
         path: &path,
     };
     let version = reader.u32()?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_WITHOUT_VALUES {
         return Err(corrupt(8, "unsupported checkpoint version"));
     }
+    let has_values = version == FORMAT_VERSION;
     let covered_seqno = reader.u64()?;
     let next_seqno = reader.u64()?;
     let mut replay_from = HashMap::new();
@@ -250,6 +281,7 @@ pub(crate) fn decode(mut bytes: Vec<u8>, path: &Path) -> Result<Checkpoint> {
     let mut entries = Entries {
         reader,
         kvs_id: None,
+        has_values,
     };
     let mut count = 0u64;
     for entry in entries.by_ref() {
@@ -266,6 +298,7 @@ pub(crate) fn decode(mut bytes: Vec<u8>, path: &Path) -> Result<Checkpoint> {
         replay_from,
         body: bytes,
         sections_at,
+        has_values,
         path,
     })
 }
@@ -285,7 +318,8 @@ mod tests {
             },
             seqno: 9,
         };
-        encoder.entry(b"key", &entry);
+        encoder.entry(b"key", &entry, None);
+        encoder.entry(b"short", &entry, Some(b"value"));
         encoder.end_kvs();
         encoder.finish()
     }
@@ -299,9 +333,69 @@ mod tests {
         assert_eq!(checkpoint.next_seqno, 12);
         assert_eq!(checkpoint.replay_from[&SegmentId(3)], 4096);
         let entries: Vec<_> = checkpoint.entries().map(Result::unwrap).collect();
-        assert_eq!(entries.len(), 1);
+        assert_eq!(entries.len(), 2);
         assert_eq!((entries[0].0, entries[0].1), (1, &b"key"[..]));
-        assert_eq!(entries[0].2.seqno, 9);
+        assert_eq!((entries[0].2.seqno, entries[0].3), (9, None));
+        assert_eq!(
+            (entries[1].1, entries[1].3),
+            (&b"short"[..], Some(&b"value"[..]))
+        );
+    }
+
+    #[test]
+    fn a_version_1_checkpoint_reads_with_no_values() {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&10u64.to_le_bytes());
+        bytes.extend_from_slice(&12u64.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&[1, 7, 0, 0, 0]);
+        bytes.extend_from_slice(&3u16.to_le_bytes());
+        bytes.extend_from_slice(b"key");
+        for field in [3u32, 4096, 40] {
+            bytes.extend_from_slice(&field.to_le_bytes());
+        }
+        bytes.extend_from_slice(&9u64.to_le_bytes());
+        bytes.extend_from_slice(&0u16.to_le_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        let crc = crc32c::crc32c(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        let checkpoint = decode(bytes, Path::new("v1")).unwrap();
+        let entries: Vec<_> = checkpoint.entries().map(Result::unwrap).collect();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(
+            (entries[0].0, entries[0].1, entries[0].3),
+            (7, &b"key"[..], None)
+        );
+        assert_eq!(entries[0].2.location.offset, 4096);
+    }
+
+    #[test]
+    fn a_bad_value_tag_or_length_is_corruption_even_under_a_good_crc() {
+        let good = sample();
+        // The second entry's value: tag 1 after its seqno, then its length.
+        let tag_at = good.len() - 4 - 9 - 2 - 5 - 1 - 1;
+        assert_eq!(&good[tag_at..tag_at + 2], &[1, 5]);
+        let with_crc = |mut bytes: Vec<u8>| {
+            let body = bytes.len() - 4;
+            let crc = crc32c::crc32c(&bytes[..body]);
+            bytes[body..].copy_from_slice(&crc.to_le_bytes());
+            bytes
+        };
+        let mut bad_tag = good.clone();
+        bad_tag[tag_at] = 2;
+        let error = decode(with_crc(bad_tag), Path::new("c"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("bad checkpoint value tag"), "{error}");
+        let mut too_long = good.clone();
+        too_long[tag_at + 1] = crate::limits::INDEX_VALUE_BYTES_LIMIT as u8 + 1;
+        let error = decode(with_crc(too_long), Path::new("c"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("checkpoint value too long"), "{error}");
     }
 
     #[test]

@@ -108,7 +108,9 @@ impl Checkpointer {
         for kvs in store.kvs.all() {
             encoder.begin_kvs(kvs.id);
             kvs.index
-                .for_each_newest(SCAN_CHUNK_KEYS, |key, entry| encoder.entry(key, &entry));
+                .for_each_newest(SCAN_CHUNK_KEYS, |key, entry, value| {
+                    encoder.entry(key, &entry, value)
+                });
             encoder.end_kvs();
         }
         Encoded {

@@ -317,9 +317,10 @@ impl Engine {
             ops.into_iter().enumerate().zip(replaced_versions)
         {
             match op.kind {
-                // Read from the index alone (`Store::find_value`). A value this replaced stays
-                // cached until evicted, never read: its seqno is not the key's any more.
-                RecordKind::Put if op.value.is_empty() => {}
+                // Read from the index alone (`Store::find_value`, `Store::get`). A value this
+                // replaced stays cached until evicted, never read: its seqno is not the key's
+                // any more.
+                RecordKind::Put if op.value.is_empty() || self.kept_in_index(&op) => {}
                 RecordKind::Put if self.options.cache_writes => {
                     let seqno = first_seqno + position as u64;
                     cache.insert_written(op.kvs.id, &op.key, seqno, op.value, replaced_a_version);
@@ -356,6 +357,14 @@ impl Engine {
         }
     }
 
+    /// Whether the index keeps `op`'s value in its entry (`Options::index_value_bytes_max`): a
+    /// non-empty put that short. An empty value is known from its record's length alone.
+    fn kept_in_index(&self, op: &BatchOp) -> bool {
+        op.kind == RecordKind::Put
+            && !op.value.is_empty()
+            && op.value.len() <= self.options.index_value_bytes_max
+    }
+
     /// Applies `op` to its index partition (those its keys may be in, for a prefix delete),
     /// which `guards` holds; whether it freed a version of its key (so the value cache likely
     /// holds that version: a hint, false too when a snapshot keeps the old version).
@@ -372,7 +381,9 @@ impl Engine {
             RecordKind::Put => {
                 segment.add_live(u64::from(entry.location.len));
                 let part = op.kvs.index.partition_of(&op.key);
-                let replaced = locked(guards, kvs_id, part).put(&op.key, entry, snapshot_max);
+                let value = self.kept_in_index(op).then_some(&op.value[..]);
+                let replaced =
+                    locked(guards, kvs_id, part).put(&op.key, entry, value, snapshot_max);
                 if let Some(replaced) = replaced {
                     self.store.free(replaced);
                     return true;

@@ -12,6 +12,7 @@ pub struct Counters {
     pub user_bytes_written: Counter,
     pub gets: Counter,
     pub get_device_reads: Counter,
+    pub index_value_hits: Counter,
     pub cache_hits: Counter,
     pub cache_misses: Counter,
     pub write_buffer_hits: Counter,

@@ -262,7 +262,7 @@ impl Db {
         let mut parts = state.index.write_all();
         state.mark_dropped();
         for index in &mut parts {
-            index.for_each_version(|_, entry| self.store().free(entry));
+            index.for_each_version(|_, entry, _| self.store().free(entry));
             **index = KvsIndex::default();
         }
         Ok(())

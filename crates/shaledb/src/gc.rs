@@ -219,7 +219,7 @@ impl Cleaner {
             for part in kvs.index.parts() {
                 let mut index = part.write();
                 let mut gone = Vec::new();
-                index.for_each_version(|key, entry| {
+                index.for_each_version(|key, entry, _| {
                     if entry.location.segment == id {
                         gone.push((Key::from(key), entry));
                     }

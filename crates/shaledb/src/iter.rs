@@ -207,11 +207,12 @@ impl Iter {
         );
         let end = self.end_mut(reverse);
         end.exhausted = chunk.exhausted;
+        // A value the index keeps needs no read.
         end.slots
-            .extend(chunk.entries.into_iter().map(|(key, entry)| Slot {
-                key,
-                entry,
-                value: None,
+            .extend(chunk.entries.into_iter().map(|visible| Slot {
+                key: visible.key,
+                entry: visible.entry,
+                value: visible.value.map(|value| Ok(Some(value))),
             }));
         Ok(())
     }
@@ -238,6 +239,7 @@ impl Iter {
             .slots
             .iter()
             .take(batch)
+            .filter(|slot| slot.value.is_none())
             .map(|slot| (&slot.key[..], slot.entry))
             .collect();
         let values = self
@@ -245,7 +247,12 @@ impl Iter {
             .store
             .read_values(self.kvs.id, &versions, ReadPurpose::Scan);
         let end = self.end_mut(reverse);
-        for (slot, value) in end.slots.iter_mut().zip(values) {
+        let unread = end
+            .slots
+            .iter_mut()
+            .take(batch)
+            .filter(|slot| slot.value.is_none());
+        for (slot, value) in unread.zip(values) {
             slot.value = Some(value);
         }
         end.batch_read(batch);

@@ -20,6 +20,9 @@ pub const SEGMENT_BYTES_MAX: u64 = 1 << 31;
 /// (one being flushed while the next is appended).
 pub const WRITE_BUFFER_BYTES_MIN: usize = 2 * RECORD_BYTES_MAX + 2 * PAGE_BYTES;
 /// Longest KVS name, in bytes.
+/// Most bytes `Options::index_value_bytes_max` may keep in an index entry: it bounds a leaf's
+/// largest entry, whose offsets are `u16`.
+pub const INDEX_VALUE_BYTES_LIMIT: usize = 64;
 pub const KVS_NAME_BYTES_MAX: usize = 255;
 /// Most KVSs a KVDB may hold at once.
 pub const KVS_COUNT_MAX: usize = 4096;

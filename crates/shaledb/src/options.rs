@@ -58,6 +58,13 @@ pub struct Options {
     /// Also put each written value in the value cache, so reads of recent writes need no device
     /// read (YCSB A/D, read-after-write). Default true.
     pub cache_writes: bool,
+    /// A written value of at most this many bytes is kept in its key's index entry (data in
+    /// index, as Aerospike keeps single-bin integers): a read of it needs neither the value
+    /// cache nor the device, and the write skips the cache. It costs the index the value's
+    /// bytes plus one per key so kept, while that version is the key's newest; a restart keeps
+    /// them (the checkpoint and the log hold them). 0 keeps none. At most
+    /// `limits::INDEX_VALUE_BYTES_LIMIT` (64). Default 16.
+    pub index_value_bytes_max: usize,
     /// Most bytes of the warm-keys file (`HOME/warm-keys`): the keys the value cache holds,
     /// saved at a clean close and every `warm_keys_save_interval`, so the next open can warm
     /// the cache from them (`warm_reads_per_sec`). `None` (the default): a quarter of
@@ -163,6 +170,7 @@ impl Default for Options {
             durability: Durability::default(),
             cache_bytes: 256 << 20,
             cache_writes: true,
+            index_value_bytes_max: 16,
             warm_keys_max_bytes: None,
             warm_keys_save_interval: Duration::from_secs(60),
             warm_reads_per_sec: 50_000,
@@ -250,6 +258,13 @@ impl Options {
             return invalid(format!(
                 "space_target_live_ratio {} must be between 0.05 and 0.99",
                 self.space_target_live_ratio
+            ));
+        }
+        if self.index_value_bytes_max > limits::INDEX_VALUE_BYTES_LIMIT {
+            return invalid(format!(
+                "index_value_bytes_max {} is above the maximum {}",
+                self.index_value_bytes_max,
+                limits::INDEX_VALUE_BYTES_LIMIT
             ));
         }
         if self.write_rate_floor == 0 {

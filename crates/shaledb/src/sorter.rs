@@ -79,7 +79,8 @@ impl Sorter {
         // Versions still in a segment being written are recent: they stay where they are.
         let mut run = Vec::new();
         let mut run_bytes = 0;
-        for (key, entry) in versions {
+        for version in versions {
+            let (key, entry) = (version.key, version.entry);
             let Some(segment) = store.segments.get(entry.location.segment) else {
                 continue; // moved meanwhile
             };

@@ -49,6 +49,10 @@ pub struct Stats {
     pub gets: u64,
     /// Device reads done by gets (cache and write-buffer hits do none).
     pub get_device_reads: u64,
+    /// Gets answered from the value their key's index entry keeps
+    /// (`Options::index_value_bytes_max`): they look at neither the cache nor the device, and
+    /// count in no cache counter.
+    pub index_value_hits: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
     pub write_buffer_hits: u64,
@@ -162,6 +166,7 @@ impl Stats {
             checkpoint_bytes_written: counters.checkpoint_bytes_written.get(),
             gets: counters.gets.get(),
             get_device_reads: counters.get_device_reads.get(),
+            index_value_hits: counters.index_value_hits.get(),
             cache_hits: counters.cache_hits.get(),
             cache_misses: counters.cache_misses.get(),
             write_buffer_hits: counters.write_buffer_hits.get(),

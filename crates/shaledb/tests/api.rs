@@ -418,9 +418,11 @@ fn the_cache_keeps_only_versions_a_reader_can_reach() {
 #[test]
 fn empty_values_are_answered_from_the_index() {
     let dir = tempfile::tempdir().unwrap();
-    // No warming after the reopen: the device reads counted are the test's own.
+    // No warming after the reopen: the device reads counted are the test's own. No values kept
+    // in index entries: the non-empty values here are short.
     let options = || Options {
         warm_reads_per_sec: 0,
+        index_value_bytes_max: 0,
         ..small_options()
     };
     for reopened in [false, true] {
@@ -461,6 +463,139 @@ fn empty_values_are_answered_from_the_index() {
         assert_eq!(device_reads, if reopened { 2 } else { 0 });
         db.close().unwrap();
     }
+}
+
+/// A value of at most `index_value_bytes_max` bytes is kept in its index entry: gets,
+/// multi-gets and scans answer it without the cache or the device, through a cleaner's move and
+/// after a reopen from a checkpoint or from the log alone; an older version a snapshot sees, a
+/// longer value, and every value once a reopen lowers the limit are read as before.
+#[test]
+fn short_values_are_answered_from_their_index_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = |limit: usize| Options {
+        warm_reads_per_sec: 0,
+        index_value_bytes_max: limit,
+        ..small_options()
+    };
+    let key = |n: usize| format!("key{n:05}").into_bytes();
+    // Lengths 1..=20 in turn: the first 16 of every 20 are kept in the index.
+    let value = |n: usize, round: usize| vec![b'a' + (round % 26) as u8; 1 + n % 20];
+    const KEYS: usize = 2_000;
+    let kept_count = |limit: usize| (0..KEYS).filter(|n| n % 20 < limit).count() as u64;
+    {
+        let db = Db::open(dir.path(), options(16)).unwrap();
+        let kvs = db.kvs("t").unwrap();
+        for round in 0..3 {
+            for n in 0..KEYS {
+                kvs.put(key(n), value(n, round)).unwrap();
+            }
+        }
+        let snapshot = db.snapshot().unwrap();
+        kvs.put(key(0), value(0, 3)).unwrap();
+        assert_eq!(
+            snapshot.get(&kvs, key(0)).unwrap(),
+            Some(value(0, 2).into()),
+            "the version a snapshot kept is read from media"
+        );
+        drop(snapshot);
+        kvs.put(key(0), value(0, 2)).unwrap();
+        let before = db.stats();
+        for n in 0..KEYS {
+            assert_eq!(kvs.get(key(n)).unwrap(), Some(value(n, 2).into()));
+        }
+        let after = db.stats();
+        assert_eq!(
+            after.index_value_hits - before.index_value_hits,
+            kept_count(16)
+        );
+        assert_eq!(
+            (after.cache_hits + after.cache_misses) - (before.cache_hits + before.cache_misses),
+            KEYS as u64 - kept_count(16),
+            "only the longer values went to the cache"
+        );
+        // The cleaner moves every live record; the index keeps the values it holds.
+        db.compact().unwrap();
+        db.close().unwrap();
+    }
+    let checkpoint = dir.path().join("capacity/checkpoint.ckpt");
+    for (reopen, limit) in [("checkpoint", 16), ("log", 16), ("lower limit", 4)] {
+        if reopen == "log" {
+            std::fs::remove_file(&checkpoint).unwrap();
+        }
+        let db = Db::open(dir.path(), options(limit)).unwrap();
+        let kvs = db.kvs("t").unwrap();
+        let before = db.stats();
+        let keys: Vec<Vec<u8>> = (0..KEYS).map(key).collect();
+        let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let values = kvs.multi_get(&key_refs).unwrap();
+        for (n, found) in values.into_iter().enumerate() {
+            assert_eq!(found, Some(value(n, 2).into()), "{reopen}: key {n}");
+        }
+        let after = db.stats();
+        assert_eq!(
+            after.index_value_hits - before.index_value_hits,
+            kept_count(limit),
+            "{reopen}: the values kept"
+        );
+        assert_eq!(
+            after.get_device_reads - before.get_device_reads,
+            KEYS as u64 - kept_count(limit),
+            "{reopen}: only the values not kept were read"
+        );
+        let scanned: Vec<_> = kvs.range::<&[u8], _>(..).map(Result::unwrap).collect();
+        assert_eq!(scanned.len(), KEYS, "{reopen}");
+        for (n, (found_key, found)) in scanned.into_iter().enumerate() {
+            assert_eq!(
+                (&found_key[..], &found[..]),
+                (&key(n)[..], &value(n, 2)[..])
+            );
+        }
+        db.close().unwrap();
+    }
+}
+
+/// `check` compares each value an index entry keeps with its record: a checkpoint whose kept
+/// value was changed (its CRC made good again, as only deliberate tampering could) is reported,
+/// naming the key, where an unchanged one checks clean.
+#[test]
+fn check_reports_a_kept_value_that_is_not_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        db.kvs("t")
+            .unwrap()
+            .put(b"short-key", b"kept-value")
+            .unwrap();
+        db.close().unwrap();
+    }
+    let checkpoint = dir.path().join("capacity/checkpoint.ckpt");
+    let mut bytes = std::fs::read(&checkpoint).unwrap();
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        assert!(db.check().unwrap().is_ok());
+        db.close().unwrap();
+    }
+    let at = bytes
+        .windows(10)
+        .position(|window| window == b"kept-value")
+        .expect("the checkpoint keeps the value");
+    bytes[at] = b'K';
+    let body = bytes.len() - 4;
+    let crc = crc32c::crc32c(&bytes[..body]);
+    bytes[body..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&checkpoint, &bytes).unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let report = db.check().unwrap();
+    assert!(!report.is_ok());
+    assert!(
+        report
+            .index_errors
+            .iter()
+            .any(|error| error.contains("short-key")
+                && error.contains("the value its index entry keeps")),
+        "{:?}",
+        report.index_errors
+    );
 }
 
 /// A cursor reads values ahead in batches: small at first and doubling, or exactly what the

@@ -387,7 +387,7 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 out,
                 "# ShaleDB\r\nkvdb:{}\r\ndurability:{}\r\ndirect_io:{}\r\nuser_bytes_written:{}\r\n\
                  write_amplification:{:.3}\r\nspace_amplification:{:.3}\r\ncache_hit_ratio:{:.4}\r\n\
-                 index_keys:{}\r\nlive_bytes:{}\r\n",
+                 index_value_hits:{}\r\nindex_keys:{}\r\nlive_bytes:{}\r\n",
                 shared.config.db.display(),
                 durability_name(shared.config.durability),
                 u8::from(stats.direct_io),
@@ -395,6 +395,7 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 stats.write_amplification(),
                 stats.space_amplification(),
                 hits / lookups,
+                stats.index_value_hits,
                 stats.index_keys,
                 stats.live_bytes,
             );

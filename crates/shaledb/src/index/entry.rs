@@ -1,6 +1,7 @@
 //! What the index stores per version of a key: where its record is, and its seqno.
 
 use crate::segment::Location;
+use bytes::Bytes;
 
 pub type Key = Box<[u8]>;
 
@@ -9,4 +10,13 @@ pub type Key = Box<[u8]>;
 pub struct Entry {
     pub location: Location,
     pub seqno: u64,
+}
+
+/// A version a range read found: its key, its entry, and a copy of the value the index keeps
+/// with it (only a newest version keeps one).
+#[derive(Debug)]
+pub struct Visible {
+    pub key: Key,
+    pub entry: Entry,
+    pub value: Option<Bytes>,
 }

@@ -4,9 +4,10 @@
 //! common case (no snapshots) pays nothing for them. A version written at `seqno` and replaced
 //! at `superseded` is visible to a snapshot at `at` when `seqno <= at < superseded`.
 
-use super::entry::{Entry, Key};
+use super::entry::{Entry, Key, Visible};
 use super::packed::PackedMap;
 use crate::segment::Location;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
 
@@ -50,7 +51,7 @@ impl KvsIndex {
     pub fn range_size(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> RangeSize {
         let mut size = RangeSize::default();
         if !crate::bounds::is_empty_range(lower, upper) {
-            self.newest.visit_range(lower, upper, false, |_, entry| {
+            self.newest.visit_range(lower, upper, false, |_, entry, _| {
                 size.keys += 1;
                 size.bytes += u64::from(entry.location.len);
                 ControlFlow::Continue(())
@@ -68,9 +69,18 @@ impl KvsIndex {
         self.newest.get(key)
     }
 
-    /// The version of `key` a reader at sequence number `at` sees.
-    pub fn get_at(&self, key: &[u8], at: u64) -> Option<Entry> {
-        self.visible(key, self.newest.get(key), at)
+    /// The version of `key` a reader at `at` (the newest if `None`) sees, and the value kept
+    /// with it in the index, if any (only the newest version keeps one).
+    pub fn get_with_value(&self, key: &[u8], at: Option<u64>) -> Option<(Entry, Option<&[u8]>)> {
+        let newest = self.newest.get_with_value(key);
+        match (newest, at) {
+            (Some(found), None) => Some(found),
+            (Some(found), Some(at)) if found.0.seqno <= at => Some(found),
+            (_, None) => None,
+            (newest, Some(at)) => self
+                .visible(key, newest.map(|(entry, _)| entry), at)
+                .map(|entry| (entry, None)),
+        }
     }
 
     fn visible(&self, key: &[u8], newest: Option<Entry>, at: u64) -> Option<Entry> {
@@ -85,16 +95,29 @@ impl KvsIndex {
         }
     }
 
-    /// Makes `entry` the newest version of `key`. Returns the replaced version when no snapshot
-    /// (the newest open one is `snapshot_max`, 0 if none) can see it, so the caller frees it.
-    pub fn put(&mut self, key: &[u8], entry: Entry, snapshot_max: u64) -> Option<Entry> {
-        let replaced = self.newest.insert(key, entry)?;
+    /// Makes `entry` the newest version of `key`, with its value kept in the index if `value`
+    /// is given (see `Options::index_value_bytes_max`). Returns the replaced version when no
+    /// snapshot (the newest open one is `snapshot_max`, 0 if none) can see it, so the caller
+    /// frees it. A replaced version kept for snapshots keeps no value: it is read from media.
+    pub fn put(
+        &mut self,
+        key: &[u8],
+        entry: Entry,
+        value: Option<&[u8]>,
+        snapshot_max: u64,
+    ) -> Option<Entry> {
+        let replaced = self.newest.insert(key, entry, value)?;
         self.retire(key, replaced, entry.seqno, snapshot_max)
     }
 
     /// Inserts without snapshot bookkeeping, for recovery and checkpoint loading.
-    pub fn put_recovered(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
-        self.newest.insert_mostly_ascending(key, entry)
+    pub fn put_recovered(
+        &mut self,
+        key: &[u8],
+        entry: Entry,
+        value: Option<&[u8]>,
+    ) -> Option<Entry> {
+        self.newest.insert_mostly_ascending(key, entry, value)
     }
 
     /// Removes `key` (deleted at `seqno`); returns the removed version if no snapshot needs it.
@@ -116,7 +139,7 @@ impl KvsIndex {
             Bound::Included(prefix),
             Bound::Unbounded,
             false,
-            |key, entry| {
+            |key, entry, _| {
                 if !key.starts_with(prefix) {
                     return ControlFlow::Break(());
                 }
@@ -178,7 +201,7 @@ impl KvsIndex {
             location: to,
             seqno,
         };
-        if self.newest.replace_if(key, wanted, moved) {
+        if self.newest.relocate_if(key, wanted, moved) {
             return true;
         }
         if let Some(versions) = self.old.get_mut(key) {
@@ -206,16 +229,21 @@ impl KvsIndex {
         freed
     }
 
-    /// Every version the index holds (newest and kept), for accounting and checks.
-    pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
-        self.newest
-            .visit_range(Bound::Unbounded, Bound::Unbounded, false, |key, entry| {
-                visit(key, entry);
+    /// Every version the index holds (newest and kept), with the value it keeps, for
+    /// accounting and checks.
+    pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry, Option<&[u8]>)) {
+        self.newest.visit_range(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            |key, entry, value| {
+                visit(key, entry, value);
                 ControlFlow::Continue(())
-            });
+            },
+        );
         for (key, versions) in &self.old {
             for version in versions {
-                visit(key, version.entry);
+                visit(key, version.entry, None);
             }
         }
     }
@@ -227,15 +255,15 @@ impl KvsIndex {
         &self,
         after: Option<&[u8]>,
         limit: usize,
-        mut visit: impl FnMut(&[u8], Entry),
+        mut visit: impl FnMut(&[u8], Entry, Option<&[u8]>),
     ) -> Option<Key> {
         let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
         let mut visited = 0;
         let mut stopped_at = None;
         if limit > 0 {
             self.newest
-                .visit_range(lower, Bound::Unbounded, false, |key, entry| {
-                    visit(key, entry);
+                .visit_range(lower, Bound::Unbounded, false, |key, entry, value| {
+                    visit(key, entry, value);
                     visited += 1;
                     if visited == limit {
                         stopped_at = Some(key.into());
@@ -252,7 +280,7 @@ impl KvsIndex {
     pub fn first_key(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Option<Key> {
         let mut first = None;
         if !crate::bounds::is_empty_range(lower, upper) {
-            self.newest.visit_range(lower, upper, false, |key, _| {
+            self.newest.visit_range(lower, upper, false, |key, _, _| {
                 first = Some(key.into());
                 ControlFlow::Break(())
             });
@@ -260,8 +288,8 @@ impl KvsIndex {
         first
     }
 
-    /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
-    /// (descending when `reverse`).
+    /// Up to `limit` versions visible at `at` within `lower..upper`, in key order (descending
+    /// when `reverse`), with the values the index keeps.
     pub fn collect_visible(
         &self,
         lower: Bound<&[u8]>,
@@ -269,7 +297,7 @@ impl KvsIndex {
         at: u64,
         limit: usize,
         reverse: bool,
-    ) -> Vec<(Key, Entry)> {
+    ) -> Vec<Visible> {
         let mut out = Vec::with_capacity(limit.min(256));
         if limit == 0 || crate::bounds::is_empty_range(lower, upper) {
             return out;
@@ -293,9 +321,21 @@ impl KvsIndex {
                 old < newest
             }
         };
-        let emit = |key: &[u8], newest: Option<Entry>, out: &mut Vec<(Key, Entry)>| {
-            if let Some(visible) = self.visible(key, newest, at) {
-                out.push((key.into(), visible));
+        let emit = |key: &[u8], newest: Option<(Entry, Option<&[u8]>)>, out: &mut Vec<Visible>| {
+            let visible = match newest {
+                Some((entry, value)) if entry.seqno <= at => {
+                    Some((entry, value.map(Bytes::copy_from_slice)))
+                }
+                newest => self
+                    .visible(key, newest.map(|(entry, _)| entry), at)
+                    .map(|entry| (entry, None)),
+            };
+            if let Some((entry, value)) = visible {
+                out.push(Visible {
+                    key: key.into(),
+                    entry,
+                    value,
+                });
             }
             if out.len() == limit {
                 ControlFlow::Break(())
@@ -306,7 +346,7 @@ impl KvsIndex {
         let flow = {
             let mut flow = ControlFlow::Continue(());
             self.newest
-                .visit_range(lower, upper, reverse, |key, entry| {
+                .visit_range(lower, upper, reverse, |key, entry, value| {
                     while let Some(old) = pending_old.filter(|old| comes_first(old, key)) {
                         flow = emit(old, None, &mut out);
                         pending_old = old_only.next();
@@ -317,7 +357,7 @@ impl KvsIndex {
                     if pending_old.is_some_and(|old| &**old == key) {
                         pending_old = old_only.next();
                     }
-                    flow = emit(key, Some(entry), &mut out);
+                    flow = emit(key, Some((entry, value)), &mut out);
                     flow
                 });
             flow
@@ -353,32 +393,47 @@ mod tests {
     #[test]
     fn snapshots_keep_exactly_the_versions_they_see() {
         let mut index = KvsIndex::default();
-        assert_eq!(index.put(b"k", entry(1), 0), None);
+        assert_eq!(index.put(b"k", entry(1), None, 0), None);
         // A snapshot at 1 sees version 1, so replacing it keeps it.
-        assert_eq!(index.put(b"k", entry(2), 1), None);
-        assert_eq!(index.get_at(b"k", 1), Some(entry(1)));
-        assert_eq!(index.get_at(b"k", 2), Some(entry(2)));
+        assert_eq!(index.put(b"k", entry(2), None, 1), None);
+        assert_eq!(
+            index.get_with_value(b"k", Some(1)).map(|(entry, _)| entry),
+            Some(entry(1))
+        );
+        assert_eq!(
+            index.get_with_value(b"k", Some(2)).map(|(entry, _)| entry),
+            Some(entry(2))
+        );
         // No snapshot sees version 2: deleting frees it.
         assert_eq!(index.remove(b"k", 3, 1), Some(entry(2)));
-        assert_eq!(index.get_at(b"k", 1), Some(entry(1)));
-        assert_eq!(index.get_at(b"k", 5), None);
+        assert_eq!(
+            index.get_with_value(b"k", Some(1)).map(|(entry, _)| entry),
+            Some(entry(1))
+        );
+        assert_eq!(
+            index.get_with_value(b"k", Some(5)).map(|(entry, _)| entry),
+            None
+        );
         assert_eq!(
             index.liveness(b"k", 1, entry(1).location),
             Liveness::Snapshot
         );
         let freed = index.prune_old(|_, _| false);
         assert_eq!(freed, vec![entry(1)]);
-        assert_eq!(index.get_at(b"k", 1), None);
+        assert_eq!(
+            index.get_with_value(b"k", Some(1)).map(|(entry, _)| entry),
+            None
+        );
     }
 
     #[test]
     fn a_range_size_counts_the_newest_records_within_its_bounds() {
         let mut index = KvsIndex::default();
         for (seqno, key) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
-            index.put(*key, entry(seqno as u64 + 1), 0);
+            index.put(*key, entry(seqno as u64 + 1), None, 0);
         }
         // A replaced version kept for a snapshot is not counted.
-        index.put(b"b", entry(9), 1);
+        index.put(b"b", entry(9), None, 1);
         let size = index.range_size(Bound::Included(b"b"), Bound::Excluded(b"d"));
         assert_eq!(
             size,
@@ -403,9 +458,9 @@ mod tests {
     #[test]
     fn prefix_removal_spares_newer_keys_and_other_prefixes() {
         let mut index = KvsIndex::default();
-        index.put(b"a1", entry(1), 0);
-        index.put(b"a2", entry(5), 0);
-        index.put(b"b1", entry(2), 0);
+        index.put(b"a1", entry(1), None, 0);
+        index.put(b"a2", entry(5), None, 0);
+        index.put(b"b1", entry(2), None, 0);
         let freed = index.remove_prefix(b"a", 4, 0);
         assert_eq!(freed, vec![entry(1)]);
         assert!(index.get(b"a2").is_some() && index.get(b"b1").is_some());
@@ -425,10 +480,10 @@ mod tests {
             vec![0xff; 31],
         ];
         for (position, key) in keys.iter().enumerate().rev() {
-            index.put(key, entry(position as u64 + 1), 0);
+            index.put(key, entry(position as u64 + 1), None, 0);
         }
         let mut listed: Vec<Key> = Vec::new();
-        let stopped_at = index.visit_newest_after(None, 100, |key, _| listed.push(key.into()));
+        let stopped_at = index.visit_newest_after(None, 100, |key, _, _| listed.push(key.into()));
         assert_eq!(
             stopped_at, None,
             "fewer keys than the limit: the walk ran to the end"
@@ -443,15 +498,15 @@ mod tests {
     #[test]
     fn visible_ranges_merge_kept_versions_in_both_directions() {
         let mut index = KvsIndex::default();
-        index.put(b"a", entry(1), 0);
-        index.put(b"b", entry(2), 0);
-        index.put(b"c", entry(3), 0);
+        index.put(b"a", entry(1), None, 0);
+        index.put(b"b", entry(2), None, 0);
+        index.put(b"c", entry(3), None, 0);
         index.remove(b"b", 4, 3);
-        index.put(b"d", entry(5), 3);
+        index.put(b"d", entry(5), None, 3);
         let at3: Vec<Key> = index
             .collect_visible(Bound::Unbounded, Bound::Unbounded, 3, 10, false)
             .into_iter()
-            .map(|(key, _)| key)
+            .map(|visible| visible.key)
             .collect();
         assert_eq!(
             at3,
@@ -464,15 +519,51 @@ mod tests {
         let now: Vec<Key> = index
             .collect_visible(Bound::Unbounded, Bound::Excluded(b"d"), 9, 10, true)
             .into_iter()
-            .map(|(key, _)| key)
+            .map(|visible| visible.key)
             .collect();
         assert_eq!(now, vec![b"c".to_vec().into(), b"a".to_vec().into()]);
     }
 
     #[test]
+    fn only_the_newest_version_keeps_its_value_and_a_move_keeps_it() {
+        let mut index = KvsIndex::default();
+        index.put(b"k", entry(1), Some(b"one"), 0);
+        index.put(b"k", entry(2), Some(b"two"), 1);
+        assert_eq!(
+            index.get_with_value(b"k", None),
+            Some((entry(2), Some(&b"two"[..])))
+        );
+        assert_eq!(
+            index.get_with_value(b"k", Some(2)),
+            Some((entry(2), Some(&b"two"[..])))
+        );
+        // The version a snapshot kept is read from media.
+        assert_eq!(index.get_with_value(b"k", Some(1)), Some((entry(1), None)));
+        assert_eq!(index.get_with_value(b"k", Some(0)), None);
+        let to = Location {
+            segment: SegmentId(2),
+            offset: 0,
+            len: 50,
+        };
+        assert!(index.relocate(b"k", 2, entry(2).location, to));
+        let moved = Entry {
+            location: to,
+            seqno: 2,
+        };
+        assert_eq!(
+            index.get_with_value(b"k", None),
+            Some((moved, Some(&b"two"[..])))
+        );
+        // A put without a value drops the one kept.
+        index.put(b"k", entry(3), None, 0);
+        assert_eq!(index.get_with_value(b"k", None), Some((entry(3), None)));
+        assert_eq!(index.get_with_value(b"missing", None), None);
+    }
+
+    #[test]
     fn relocation_is_a_compare_and_swap() {
         let mut index = KvsIndex::default();
-        index.put(b"k", entry(1), 0);
+        index.put(b"k", entry(1), None, 0);
         let to = Location {
             segment: SegmentId(2),
             offset: 0,

@@ -1,6 +1,7 @@
 //! One leaf of the packed index: the entries of a key range, each stored as the key bytes after
-//! the prefix the leaf's keys share, then its location and seqno as LEB128 varints, with a dense
-//! array of slots (entry offset and first two suffix bytes) that a binary search compares.
+//! the prefix the leaf's keys share, then its location and seqno as LEB128 varints and, for a
+//! short value kept in the index, its length byte and bytes; with a dense array of slots (entry
+//! offset and first four suffix bytes) that a binary search compares.
 
 use super::entry::Entry;
 use crate::segment::{Location, SegmentId};
@@ -9,8 +10,9 @@ use std::ops::Range;
 
 /// A leaf grown past this many bytes splits in two; merged leaves stay below half of it.
 pub(super) const LEAF_BYTES_MAX: usize = 4096;
-/// An entry's location and seqno as varints: 5 + 5 + 5 + 10 bytes at most.
-const ENTRY_VALUE_BYTES_MAX: usize = 25;
+/// An entry's location and seqno as varints (5 + 5 + 5 + 10 bytes at most), then a value kept
+/// in the index: its length byte and bytes.
+const ENTRY_VALUE_BYTES_MAX: usize = 25 + 1 + crate::limits::INDEX_VALUE_BYTES_LIMIT;
 
 // Offsets inside a leaf are u16: a full leaf plus one largest entry must fit.
 const _: () = assert!(
@@ -23,7 +25,8 @@ pub(super) struct Leaf {
     /// of this fence and the next one (a key between two fences starts with what they share).
     pub(super) prefix_len: u16,
     /// The entries in key order, each: suffix length (varint), key suffix, segment, offset,
-    /// length, seqno (varints).
+    /// length (varints), seqno times two plus one if a value follows (varint), and then that
+    /// value's length (one byte) and bytes.
     pub(super) bytes: Vec<u8>,
     /// Each entry's place in `bytes` and the first bytes of its suffix, in key order: a search
     /// compares the hints in this dense array and reads `bytes` only to break ties.
@@ -126,8 +129,14 @@ impl Leaf {
     }
 
     pub(super) fn entry(&self, at: usize) -> Entry {
+        self.entry_with_value(at).0
+    }
+
+    /// The entry at position `at` and the value kept with it, if any.
+    pub(super) fn entry_with_value(&self, at: usize) -> (Entry, Option<&[u8]>) {
         let (_, value_start) = self.suffix(at);
-        decode_entry(&self.bytes[value_start..])
+        let (entry, value) = decode_entry(&self.bytes[value_start..self.end(at)]);
+        (entry, value.map(|range| &self.bytes[value_start..][range]))
     }
 
     pub(super) fn key_into(&self, fence: &[u8], at: usize, key: &mut Vec<u8>) {
@@ -160,12 +169,12 @@ impl Leaf {
         Err(low)
     }
 
-    /// Puts a new entry for `suffix` at position `at`.
-    pub(super) fn insert(&mut self, at: usize, suffix: &[u8], entry: Entry) {
+    /// Puts a new entry for `suffix` at position `at`, with `value` kept in it if given.
+    pub(super) fn insert(&mut self, at: usize, suffix: &[u8], entry: Entry, value: Option<&[u8]>) {
         let mut head = [0; 3];
         let head_len = varint_into(suffix.len() as u64, &mut head);
-        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
-        let value_len = encode_entry(entry, &mut value);
+        let mut encoded = [0; ENTRY_VALUE_BYTES_MAX];
+        let encoded_len = encode_entry(entry, value, &mut encoded);
         let start = self
             .slots
             .get(at)
@@ -173,17 +182,30 @@ impl Leaf {
         reserve_gently(&mut self.slots, 1);
         self.slots
             .insert(at, Slot::new(start, hint_of(suffix.iter().copied())));
-        let parts = [&head[..head_len], suffix, &value[..value_len]];
+        let parts = [&head[..head_len], suffix, &encoded[..encoded_len]];
         self.splice(at + 1, start, 0, &parts);
     }
 
-    /// Writes `entry` over the location and seqno of the entry at position `at`.
-    pub(super) fn replace(&mut self, at: usize, entry: Entry) {
-        let mut value = [0; ENTRY_VALUE_BYTES_MAX];
-        let value_len = encode_entry(entry, &mut value);
+    /// Writes `entry` and `value` over the entry at position `at` and its value.
+    pub(super) fn replace(&mut self, at: usize, entry: Entry, value: Option<&[u8]>) {
+        let mut encoded = [0; ENTRY_VALUE_BYTES_MAX];
+        let encoded_len = encode_entry(entry, value, &mut encoded);
         let (_, value_start) = self.suffix(at);
         let old_len = self.end(at) - value_start;
-        self.splice(at + 1, value_start, old_len, &[&value[..value_len]]);
+        self.splice(at + 1, value_start, old_len, &[&encoded[..encoded_len]]);
+    }
+
+    /// Writes `entry` over the location and seqno of the entry at position `at`, keeping the
+    /// value kept with it (the same version, moved by the cleaner).
+    pub(super) fn relocate(&mut self, at: usize, entry: Entry) {
+        let (old, value) = self.entry_with_value(at);
+        debug_assert_eq!(old.seqno, entry.seqno, "a move keeps its version");
+        let mut kept = [0; crate::limits::INDEX_VALUE_BYTES_LIMIT];
+        let kept = value.map(|value| {
+            kept[..value.len()].copy_from_slice(value);
+            &kept[..value.len()]
+        });
+        self.replace(at, entry, kept);
     }
 
     pub(super) fn remove(&mut self, at: usize) {
@@ -244,7 +266,10 @@ fn shrink_gently<T>(vec: &mut Vec<T>) {
     }
 }
 
-fn encode_entry(entry: Entry, out: &mut [u8]) -> usize {
+/// Encodes `entry` and the value kept with it into `out`; returns the bytes written. The seqno's
+/// lowest bit says whether a value follows (seqnos stay far below 2^63), which costs an entry
+/// without one a byte only where the doubled seqno needs one more varint byte.
+fn encode_entry(entry: Entry, value: Option<&[u8]>, out: &mut [u8]) -> usize {
     let Location {
         segment,
         offset,
@@ -253,24 +278,49 @@ fn encode_entry(entry: Entry, out: &mut [u8]) -> usize {
     let mut at = varint_into(u64::from(segment.0), out);
     at += varint_into(u64::from(offset), &mut out[at..]);
     at += varint_into(u64::from(len), &mut out[at..]);
-    at + varint_into(entry.seqno, &mut out[at..])
+    debug_assert!(
+        entry.seqno < 1 << 63,
+        "seqnos are counted from 1, one per record"
+    );
+    at += varint_into(
+        entry.seqno << 1 | u64::from(value.is_some()),
+        &mut out[at..],
+    );
+    if let Some(value) = value {
+        assert!(
+            value.len() <= crate::limits::INDEX_VALUE_BYTES_LIMIT,
+            "values kept in the index are bounded by Options::validate"
+        );
+        out[at] = value.len() as u8;
+        out[at + 1..at + 1 + value.len()].copy_from_slice(value);
+        at += 1 + value.len();
+    }
+    at
 }
 
-fn decode_entry(bytes: &[u8]) -> Entry {
+/// The entry encoded at the start of `bytes` (one entry's encoding, as `encode_entry` wrote
+/// it) and where in `bytes` the value kept with it is.
+fn decode_entry(bytes: &[u8]) -> (Entry, Option<Range<usize>>) {
     let (segment, mut at) = get_varint(bytes);
     let (offset, used) = get_varint(&bytes[at..]);
     at += used;
     let (len, used) = get_varint(&bytes[at..]);
     at += used;
-    let (seqno, _) = get_varint(&bytes[at..]);
-    Entry {
+    let (seqno_and_flag, used) = get_varint(&bytes[at..]);
+    at += used;
+    let value = (seqno_and_flag & 1 == 1).then(|| {
+        let len = usize::from(bytes[at]);
+        at + 1..at + 1 + len
+    });
+    let entry = Entry {
         location: Location {
             segment: SegmentId(segment as u32),
             offset: offset as u32,
             len: len as u32,
         },
-        seqno,
-    }
+        seqno: seqno_and_flag >> 1,
+    };
+    (entry, value)
 }
 
 /// LEB128: seven bits per byte, low first, the high bit set on every byte but the last.

@@ -3,10 +3,11 @@
 //! of its own key's partition. Ordered reads merge the partitions, except a read within one
 //! key group (`KeyGroups`), whose keys all hash to one partition.
 
-use super::entry::{Entry, Key};
+use super::entry::{Entry, Key, Visible};
 use super::kvs_index::{KvsIndex, RangeSize};
 use crate::bounds::cmp_prefix_end;
 use crate::key_groups::KeyGroups;
+use bytes::Bytes;
 use std::hash::Hasher;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -53,7 +54,7 @@ const MERGE_SLACK: usize = 4;
 /// Up to a limit of (key, version) pairs in order, and whether the range holds no more.
 #[derive(Debug, Default)]
 pub struct Chunk {
-    pub entries: Vec<(Key, Entry)>,
+    pub entries: Vec<Visible>,
     pub exhausted: bool,
 }
 
@@ -178,8 +179,12 @@ impl PartitionedIndex {
         self.part(key).read().get(key)
     }
 
-    pub fn get_at(&self, key: &[u8], at: u64) -> Option<Entry> {
-        self.part(key).read().get_at(key, at)
+    /// The version of `key` a reader at `at` (the newest if `None`) sees, and a copy of the
+    /// value the index keeps with it, if any, taken under the partition's read lock.
+    pub fn get_with_value(&self, key: &[u8], at: Option<u64>) -> Option<(Entry, Option<Bytes>)> {
+        let part = self.part(key).read();
+        let (entry, value) = part.get_with_value(key, at)?;
+        Some((entry, value.map(Bytes::copy_from_slice)))
     }
 
     /// The keys in every partition, each counted under its own read lock (so a batch being
@@ -208,19 +213,23 @@ impl PartitionedIndex {
             .sum()
     }
 
-    /// Every version the index holds, partition by partition (each under its read lock), in no
-    /// particular key order.
-    pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
+    /// Every version the index holds and the value it keeps, partition by partition (each
+    /// under its read lock), in no particular key order.
+    pub fn for_each_version(&self, mut visit: impl FnMut(&[u8], Entry, Option<&[u8]>)) {
         for part in self.parts.iter() {
             part.read().for_each_version(&mut visit);
         }
     }
 
-    /// Calls `visit` with every key that has a value now and its newest entry, partition by
-    /// partition, each in key order, holding a partition's read lock for at most `chunk` keys
+    /// Calls `visit` with every key that has a value now, its newest entry and the value kept
+    /// with it, partition by partition, each in key order, holding a partition's read lock for at most `chunk` keys
     /// at a time. Keys come in no global order: what reads it (a checkpoint) needs none, and a
     /// merge of the partitions cost most of a checkpoint's CPU.
-    pub fn for_each_newest(&self, chunk: usize, mut visit: impl FnMut(&[u8], Entry)) {
+    pub fn for_each_newest(
+        &self,
+        chunk: usize,
+        mut visit: impl FnMut(&[u8], Entry, Option<&[u8]>),
+    ) {
         let chunk = chunk.max(1);
         for part in self.parts.iter() {
             let mut after: Option<Key> = None;
@@ -278,7 +287,7 @@ impl PartitionedIndex {
         &self,
         limit: usize,
         reverse: bool,
-        read: impl Fn(&KvsIndex, usize) -> Vec<(Key, Entry)>,
+        read: impl Fn(&KvsIndex, usize) -> Vec<Visible>,
     ) -> Chunk {
         if limit == 0 {
             return Chunk::default();
@@ -293,16 +302,22 @@ impl PartitionedIndex {
         for part in self.parts.iter() {
             let chunk = read(&part.read(), per_part);
             if chunk.len() == per_part {
-                let last = &chunk[per_part - 1].0;
+                let last = &chunk[per_part - 1].key;
                 if cut.as_ref().is_none_or(|cut| before(last, cut)) {
                     cut = Some(last.clone());
                 }
             }
             entries.extend(chunk);
         }
-        entries.sort_unstable_by(|(a, _), (b, _)| if reverse { b.cmp(a) } else { a.cmp(b) });
+        entries.sort_unstable_by(|a, b| {
+            if reverse {
+                b.key.cmp(&a.key)
+            } else {
+                a.key.cmp(&b.key)
+            }
+        });
         if let Some(cut) = &cut {
-            let complete = entries.partition_point(|(key, _)| !before(cut, key));
+            let complete = entries.partition_point(|visible| !before(cut, &visible.key));
             entries.truncate(complete);
         }
         let exhausted = cut.is_none() && entries.len() <= limit;
@@ -332,10 +347,12 @@ mod tests {
         let index = PartitionedIndex::default();
         for number in 0..keys {
             let key = format!("key{number:06}");
-            index
-                .part(key.as_bytes())
-                .write()
-                .put(key.as_bytes(), entry(number as u64 + 1), 0);
+            index.part(key.as_bytes()).write().put(
+                key.as_bytes(),
+                entry(number as u64 + 1),
+                None,
+                0,
+            );
         }
         index
     }
@@ -356,7 +373,7 @@ mod tests {
                 chunk.exhausted || !chunk.entries.is_empty(),
                 "a chunk that is not the last holds a key"
             );
-            keys.extend(chunk.entries.into_iter().map(|(key, _)| key));
+            keys.extend(chunk.entries.into_iter().map(|visible| visible.key));
             if chunk.exhausted {
                 return keys;
             }
@@ -383,7 +400,7 @@ mod tests {
         let index = filled(1000);
         for chunk in [1, 7, 100, 5000] {
             let mut seen: Vec<Key> = Vec::new();
-            index.for_each_newest(chunk, |key, _| seen.push(key.into()));
+            index.for_each_newest(chunk, |key, _, _| seen.push(key.into()));
             let mut in_partitions = vec![Vec::new(); PARTITIONS];
             for key in &seen {
                 in_partitions[index.partition_of(key)].push(key.clone());
@@ -488,7 +505,7 @@ mod tests {
             let mut model = BTreeMap::new();
             for (n, (group, suffix)) in keys.iter().enumerate() {
                 let key = grouped_key(groups[usize::from(*group)], suffix);
-                index.part(&key).write().put(&key, entry(n as u64 + 1), 0);
+                index.part(&key).write().put(&key, entry(n as u64 + 1), None, 0);
                 model.insert(key, ());
             }
             for (low_group, low_suffix, high_group, high_suffix, low_kind, high_kind, reverse, limit) in ranges {
@@ -527,7 +544,7 @@ mod tests {
                     };
                     let chunk = index.collect_visible(bound(&from), bound(&to), u64::MAX, limit, reverse);
                     proptest::prop_assert!(chunk.entries.len() <= limit);
-                    seen.extend(chunk.entries.into_iter().map(|(key, _)| key.to_vec()));
+                    seen.extend(chunk.entries.into_iter().map(|visible| visible.key.to_vec()));
                     if chunk.exhausted {
                         break;
                     }

@@ -18,4 +18,7 @@ pub struct RecoveryInput<'a> {
     pub salvage: bool,
     /// Open segment files for reading only (`Options::read_only`).
     pub read_only: bool,
+    /// Values of at most this many bytes are kept in the index entries recovered
+    /// (`Options::index_value_bytes_max`).
+    pub index_value_bytes_max: usize,
 }

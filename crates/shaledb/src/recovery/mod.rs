@@ -69,13 +69,17 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
         .kvs
         .iter()
         .map(|(&id, kvs)| (id, kvs.options.key_groups));
-    let mut replay = Replay::new(kvs_groups, input.state.next_kvs_id);
+    let mut replay = Replay::new(
+        kvs_groups,
+        input.state.next_kvs_id,
+        input.index_value_bytes_max,
+    );
     if let Some(checkpoint) = &checkpoint {
         // Entries go straight from the file into the indexes, one KVS section after another.
         let mut section = None;
         let mut index = None;
         for item in checkpoint.entries() {
-            let (kvs_id, key, entry) = item?;
+            let (kvs_id, key, entry, value) = item?;
             if section != Some(kvs_id) {
                 section = Some(kvs_id);
                 if kvs_id >= replay.next_kvs_id && damage.is_salvage() {
@@ -85,7 +89,10 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
                 index = replay.indexes.get_mut(&kvs_id);
             }
             if let Some(index) = index.as_deref_mut() {
-                index.part_mut(key).put_recovered(key, entry);
+                // A value kept under a larger `index_value_bytes_max` than this open's is read from
+                // media instead.
+                let value = value.filter(|value| value.len() <= input.index_value_bytes_max);
+                index.part_mut(key).put_recovered(key, entry, value);
             }
         }
     }
@@ -148,7 +155,7 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
         .collect();
     for (kvs_id, index) in &mut replay.indexes {
         let mut dangling = Vec::new();
-        index.for_each_version(|key, entry| match by_id.get(&entry.location.segment) {
+        index.for_each_version(|key, entry, _| match by_id.get(&entry.location.segment) {
             Some(segment) => segment.add_live(u64::from(entry.location.len)),
             None => dangling.push((Key::from(key), entry)),
         });

@@ -13,6 +13,7 @@ use crate::manifest::SegmentEntry;
 use crate::media::ReadPurpose;
 use crate::record::{RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{scan_records, HeadKind, Location, Seal, SegmentMeta};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 struct PendingRecord {
@@ -21,6 +22,8 @@ struct PendingRecord {
     seqno: u64,
     key: Key,
     location: Location,
+    /// The value, when the index keeps it in the entry (`Options::index_value_bytes_max`).
+    value: Option<Box<[u8]>>,
 }
 
 /// Replay state: the indexes plus the deletions seen, so older puts replayed later lose.
@@ -31,11 +34,17 @@ pub struct Replay {
     pub deleted: HashMap<(u32, Key), u64>,
     pub prefix_deleted: Vec<(u32, Key, u64)>,
     pub max_seqno: u64,
+    /// Values of at most this many bytes are kept in the index entries replayed.
+    index_value_bytes_max: usize,
 }
 
 impl Replay {
     /// A replay of the KVSs `kvs`, each starting empty, with the key groups it was created with.
-    pub fn new(kvs: impl Iterator<Item = (u32, KeyGroups)>, next_kvs_id: u32) -> Self {
+    pub fn new(
+        kvs: impl Iterator<Item = (u32, KeyGroups)>,
+        next_kvs_id: u32,
+        index_value_bytes_max: usize,
+    ) -> Self {
         Replay {
             indexes: kvs
                 .map(|(id, groups)| (id, PartitionedIndex::new(groups)))
@@ -44,6 +53,7 @@ impl Replay {
             deleted: HashMap::new(),
             prefix_deleted: Vec::new(),
             max_seqno: 0,
+            index_value_bytes_max,
         }
     }
 
@@ -81,7 +91,7 @@ impl Replay {
                         location: record.location,
                         seqno: record.seqno,
                     };
-                    index.put_recovered(&record.key, entry);
+                    index.put_recovered(&record.key, entry, record.value.as_deref());
                 }
             }
             RecordKind::Tombstone => {
@@ -156,11 +166,20 @@ pub fn replay_segment(
                 ))?;
                 replay.create_found_kvs(record.kvs_id, cleanup);
             }
+            // Kept as the commit kept it: a non-empty put that short. A value that short is
+            // stored uncompressed; a compressed one is left to be read from media.
+            let short = record.kind == RecordKind::Put
+                && (1..=replay.index_value_bytes_max).contains(&record.stored_value.len());
+            let value = match short.then(|| record.value()) {
+                Some(Ok(Cow::Borrowed(value))) => Some(value.into()),
+                _ => None,
+            };
             batch.push(PendingRecord {
                 kind: record.kind,
                 kvs_id: record.kvs_id,
                 seqno: record.seqno,
                 key: record.key.into(),
+                value,
                 location: Location {
                     segment: id,
                     offset: offset as u32,

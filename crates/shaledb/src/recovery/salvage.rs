@@ -78,7 +78,7 @@ impl Damage {
                     .get(kvs_id)
                     .cloned()
                     .unwrap_or_else(|| format!("kvs-{kvs_id}"));
-                index.for_each_version(|key, entry| {
+                index.for_each_version(|key, entry, _| {
                     if entry.seqno < newest_lost {
                         report.suspect_keys.push(format!(
                             "{name} {} {}",

@@ -43,6 +43,7 @@ impl Store {
             counters: &counters,
             salvage: options.salvage,
             read_only: options.read_only,
+            index_value_bytes_max: options.index_value_bytes_max,
         })?;
         let mut report = recovered.report;
         let segments = Arc::new(SegmentTable::new(

@@ -1,6 +1,6 @@
-//! The read path: a key's version from the index, then its value from the value cache, the log
-//! heads' write buffers, or one direct read of the sectors its record spans, validated against
-//! what the index expects.
+//! The read path: a key's version from the index, then its value from the index entry itself
+//! (a short value), the value cache, the log heads' write buffers, or one direct read of the
+//! sectors its record spans, validated against what the index expects.
 
 use super::kvs_set::KvsState;
 use super::scattered::is_scattered;
@@ -27,13 +27,13 @@ impl Store {
         self.counters.gets.add(1);
         self.pacer.note_reader();
         for _ in 0..READ_RETRIES_MAX {
-            let entry = match at {
-                None => kvs.index.get(key),
-                Some(seqno) => kvs.index.get_at(key, seqno),
-            };
-            let Some(entry) = entry else {
+            let Some((entry, value)) = kvs.index.get_with_value(key, at) else {
                 return Ok(None);
             };
+            if value.is_some() {
+                self.counters.index_value_hits.add(1);
+                return Ok(value);
+            }
             if let Some(value) = self.read_value(kvs.id, key, entry, ReadPurpose::Get)? {
                 return Ok(Some(value));
             }
@@ -51,28 +51,37 @@ impl Store {
         }
         self.counters.gets.add(keys.len() as u64);
         self.pacer.note_reader();
-        let entries: Vec<Option<Entry>> =
-            keys.iter().map(|key| kvs.index.get_at(key, at)).collect();
+        let found: Vec<Option<(Entry, Option<Bytes>)>> = keys
+            .iter()
+            .map(|key| kvs.index.get_with_value(key, Some(at)))
+            .collect();
+        // A value the index keeps needs no read.
         let versions: Vec<(&[u8], Entry)> = keys
             .iter()
-            .zip(&entries)
-            .filter_map(|(key, entry)| entry.map(|entry| (*key, entry)))
+            .zip(&found)
+            .filter_map(|(key, found)| match found {
+                Some((entry, None)) => Some((*key, *entry)),
+                _ => None,
+            })
             .collect();
         let mut read = self
             .read_values(kvs.id, &versions, ReadPurpose::Get)
             .into_iter();
         let mut values = Vec::with_capacity(keys.len());
-        for (key, entry) in keys.iter().zip(&entries) {
-            if entry.is_none() {
-                values.push(None);
-                continue;
-            }
-            // `read` holds one result per key the index found, in order.
-            values.push(match read.next() {
-                Some(Ok(Some(value))) => Some(value),
-                Some(Err(error)) => return Err(error),
-                // Moved by the cleaner meanwhile: look it up again.
-                Some(Ok(None)) | None => self.get(kvs, key, Some(at))?,
+        for (key, found) in keys.iter().zip(found) {
+            values.push(match found {
+                None => None,
+                Some((_, Some(kept))) => {
+                    self.counters.index_value_hits.add(1);
+                    Some(kept)
+                }
+                // `read` holds one result per key read, in order.
+                Some((_, None)) => match read.next() {
+                    Some(Ok(Some(value))) => Some(value),
+                    Some(Err(error)) => return Err(error),
+                    // Moved by the cleaner meanwhile: look it up again.
+                    Some(Ok(None)) | None => self.get(kvs, key, Some(at))?,
+                },
             });
         }
         Ok(values)

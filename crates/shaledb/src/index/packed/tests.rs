@@ -1,0 +1,262 @@
+//! The packed map's tests: its DRAM per key, measured with a counting allocator, and a model
+//! test against `BTreeMap`.
+
+use super::*;
+use crate::segment::{Location, SegmentId};
+use proptest::prelude::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::ops::RangeBounds;
+
+/// Counts the heap bytes each thread holds, so a test can weigh what it builds.
+struct HeapMeter;
+
+thread_local! {
+    static HELD_BYTES: Cell<isize> = const { Cell::new(0) };
+}
+
+// SAFETY: every call forwards to `System` with the same arguments, so `System`'s guarantees
+// hold; the counter is a const-initialized thread-local `Cell`, which never allocates.
+unsafe impl GlobalAlloc for HeapMeter {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HELD_BYTES.with(|held| held.set(held.get() + layout.size() as isize));
+        // SAFETY: the caller upholds `alloc`'s contract, which `System.alloc` shares.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        HELD_BYTES.with(|held| held.set(held.get() - layout.size() as isize));
+        // SAFETY: `pointer` came from `alloc` above, i.e. from `System`, with `layout`.
+        unsafe { System.dealloc(pointer, layout) }
+    }
+}
+
+#[global_allocator]
+static METER: HeapMeter = HeapMeter;
+
+fn held_bytes() -> isize {
+    HELD_BYTES.with(Cell::get)
+}
+
+fn entry(n: u64) -> Entry {
+    Entry {
+        location: Location {
+            segment: SegmentId((n % 5000) as u32),
+            offset: (n.wrapping_mul(1129) % (1 << 26)) as u32,
+            len: 1100 + (n % 300) as u32,
+        },
+        seqno: n + 1,
+    }
+}
+
+/// The value kept with `entry(n)`: none for a third of them, else up to the limit's bytes.
+fn value_of(n: u64) -> Option<Vec<u8>> {
+    let len = (n % (crate::limits::INDEX_VALUE_BYTES_LIMIT as u64 + 1)) as usize;
+    (!n.is_multiple_of(3)).then(|| vec![n as u8; len])
+}
+
+/// YCSB's key for record `n`: "user" and a hash of `n` (FNV-1a 64), 23 bytes.
+fn ycsb_key(n: u64) -> Vec<u8> {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in n.to_le_bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+    }
+    format!("user{:019}", hash % 10_000_000_000_000_000_000).into_bytes()
+}
+
+#[test]
+fn ycsb_keys_take_at_most_40_bytes_each_and_the_estimate_says_so() {
+    const KEYS: u64 = 200_000;
+    let before = held_bytes();
+    let mut map = PackedMap::default();
+    for n in 0..KEYS {
+        map.insert(&ycsb_key(n), entry(n), None);
+    }
+    let held = (held_bytes() - before) as f64 / KEYS as f64;
+    let estimated = map.estimated_dram_bytes() as f64 / KEYS as f64;
+    assert_eq!(map.len(), KEYS as usize);
+    assert!(held <= 40.0, "{held:.1} heap bytes per key");
+    // The estimate adds allocator overhead and B-tree slack the meter cannot see.
+    assert!(
+        estimated >= held && estimated <= held * 1.15,
+        "estimated {estimated:.1} vs held {held:.1} bytes per key"
+    );
+    for n in (0..KEYS).step_by(997) {
+        assert_eq!(map.get(&ycsb_key(n)), Some(entry(n)));
+    }
+    // Deleting everything gives the leaves back.
+    for n in 0..KEYS {
+        assert_eq!(map.remove(&ycsb_key(n)), Some(entry(n)));
+    }
+    assert_eq!(map.len(), 0);
+    assert!(map.leaves.len() <= 1 && map.estimated_dram_bytes() < 1024);
+}
+
+#[test]
+fn keys_in_ascending_order_fill_their_leaves() {
+    let mut keys: Vec<Vec<u8>> = (0..50_000).map(ycsb_key).collect();
+    keys.sort();
+    let (mut appended, mut inserted) = (PackedMap::default(), PackedMap::default());
+    for (n, key) in keys.iter().enumerate() {
+        assert_eq!(
+            appended.insert_mostly_ascending(key, entry(n as u64), None),
+            None
+        );
+        inserted.insert(key, entry(n as u64), None);
+    }
+    assert_eq!(appended.len(), keys.len());
+    for (n, key) in keys.iter().enumerate().step_by(101) {
+        assert_eq!(appended.get(key), Some(entry(n as u64)));
+    }
+    let leaf_bytes: usize = appended.leaves.values().map(|leaf| leaf.bytes.len()).sum();
+    let average = leaf_bytes / appended.leaves.len();
+    // A leaf fills with whole keys while it is the last; split off, its keys lose the prefix
+    // it shares with the next fence (YCSB's keys: ~6 of 23 bytes).
+    assert!(
+        average >= LEAF_BYTES_MAX * 3 / 4,
+        "{average} bytes per leaf"
+    );
+    // `insert` splits a full leaf in halves, and in-order keys never come back to the left.
+    assert!(
+        appended.leaves.len() * 3 / 2 <= inserted.leaves.len(),
+        "{} leaves appended, {} inserted",
+        appended.leaves.len(),
+        inserted.leaves.len()
+    );
+    // A key that is not past the last one takes the ordinary path.
+    let first = keys[0].clone();
+    assert_eq!(
+        appended.insert_mostly_ascending(&first, entry(7), None),
+        Some(entry(0))
+    );
+    assert_eq!(appended.get(&first), Some(entry(7)));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(Vec<u8>, u64),
+    /// `insert_mostly_ascending` of the key, or (when `past_last`) of the map's last key
+    /// with the key's first byte appended.
+    InsertAscending(Vec<u8>, u64, bool),
+    /// Compare-and-swap to `entry(n)`'s location, expecting the current entry when `hit`.
+    RelocateIf(Vec<u8>, u64, bool),
+    Remove(Vec<u8>),
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+}
+
+/// Keys over a small alphabet, so they share prefixes and collide, some of them long.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0u8), Just(0xff)], 1..12),
+        1 => (0usize..4, 100usize..1024).prop_map(|(byte, len)| vec![b"ab\0\xff"[byte]; len]),
+    ]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        3 => key().prop_map(Bound::Included),
+        3 => key().prop_map(Bound::Excluded),
+        1 => Just(Bound::Unbounded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (key(), any::<u64>()).prop_map(|(key, n)| Op::Insert(key, n >> 1)),
+        3 => (key(), any::<u64>(), any::<bool>())
+            .prop_map(|(key, n, past_last)| Op::InsertAscending(key, n >> 1, past_last)),
+        1 => (key(), any::<u64>(), any::<bool>())
+            .prop_map(|(key, n, hit)| Op::RelocateIf(key, n >> 1, hit)),
+        3 => key().prop_map(Op::Remove),
+        2 => (bound(), bound(), any::<bool>())
+            .prop_map(|(low, high, reverse)| Op::Range(low, high, reverse)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The packed map answers like a `BTreeMap` through splits, merges and prefix changes,
+    /// with the values kept in its entries.
+    #[test]
+    fn behaves_like_an_ordered_map(ops in proptest::collection::vec(op(), 1..1500)) {
+        let mut map = PackedMap::default();
+        let mut model: BTreeMap<Vec<u8>, (Entry, Option<Vec<u8>>)> = BTreeMap::new();
+        let old_entry = |old: Option<(Entry, Option<Vec<u8>>)>| old.map(|(entry, _)| entry);
+        for op in ops {
+            match op {
+                Op::Insert(key, n) => {
+                    let value = value_of(n);
+                    prop_assert_eq!(
+                        map.insert(&key, entry(n), value.as_deref()),
+                        old_entry(model.insert(key, (entry(n), value)))
+                    );
+                }
+                Op::InsertAscending(key, n, past_last) => {
+                    let key = match model.keys().next_back() {
+                        // One byte more: keys stay within the key size limit.
+                        Some(last) if past_last => [last.as_slice(), &key[..1]].concat(),
+                        _ => key,
+                    };
+                    let value = value_of(n);
+                    prop_assert_eq!(
+                        map.insert_mostly_ascending(&key, entry(n), value.as_deref()),
+                        old_entry(model.insert(key, (entry(n), value)))
+                    );
+                }
+                Op::RelocateIf(key, n, hit) => {
+                    let current = model.get(&key).map(|(entry, _)| *entry);
+                    let expected = match current {
+                        Some(entry) if hit => entry,
+                        _ => entry(n ^ 1),
+                    };
+                    let moved = Entry { location: entry(n).location, seqno: expected.seqno };
+                    let swapped = map.relocate_if(&key, expected, moved);
+                    prop_assert_eq!(swapped, current == Some(expected));
+                    if swapped {
+                        model.get_mut(&key).expect("swapped").0 = moved;
+                    }
+                }
+                Op::Remove(key) => {
+                    prop_assert_eq!(map.remove(&key), old_entry(model.remove(&key)));
+                }
+                Op::Range(low, high, reverse) => {
+                    let (lower, upper) = (low.as_ref().map(Vec::as_slice), high.as_ref().map(Vec::as_slice));
+                    let mut seen = Vec::new();
+                    map.visit_range(lower, upper, reverse, |key, entry, _| {
+                        seen.push((key.to_vec(), entry));
+                        ControlFlow::Continue(())
+                    });
+                    let mut expected: Vec<(Vec<u8>, Entry)> = model
+                        .iter()
+                        .filter(|(key, _)| <(Bound<&[u8]>, Bound<&[u8]>) as RangeBounds<[u8]>>::contains(&(lower, upper), key.as_slice()))
+                        .map(|(key, (entry, _))| (key.clone(), *entry))
+                        .collect();
+                    if reverse {
+                        expected.reverse();
+                    }
+                    prop_assert_eq!(seen, expected);
+                }
+            }
+            prop_assert_eq!(map.len(), model.len());
+        }
+        let mut all = Vec::new();
+        map.visit_range(Bound::Unbounded, Bound::Unbounded, false, |key, entry, _| {
+            all.push((key.to_vec(), entry));
+            ControlFlow::Continue(())
+        });
+        let expected: Vec<(Vec<u8>, Entry)> =
+            model.iter().map(|(key, (entry, _))| (key.clone(), *entry)).collect();
+        prop_assert_eq!(all, expected);
+        for (key, (entry, value)) in &model {
+            prop_assert_eq!(map.get(key), Some(*entry));
+            prop_assert_eq!(map.get_with_value(key), Some((*entry, value.as_deref())));
+        }
+        for (fence, leaf) in &map.leaves {
+            prop_assert!(leaf.bytes.len() <= LEAF_BYTES_MAX);
+            let next = map.next_fence(fence);
+            let shared = next.map_or(0, |next| common_prefix_len(fence, next));
+            prop_assert_eq!(usize::from(leaf.prefix_len), shared);
+        }
+    }
+}
