@@ -94,6 +94,10 @@ pub struct ServeArgs {
     /// many keys a second, beside the clients' first requests; 0: off [default: 50000].
     #[arg(long, env = "SHALE_WARM_READS_PER_SEC")]
     pub warm_reads_per_sec: Option<u64>,
+    /// Values of at most this many bytes are kept in their keys' index entries, read without
+    /// the value cache; 0: none, at most 64 [default: 16].
+    #[arg(long, env = "SHALE_INDEX_VALUE_BYTES_MAX")]
+    pub index_value_bytes_max: Option<usize>,
 }
 
 /// What the config file may hold.
@@ -123,6 +127,7 @@ struct FileConfig {
     memcached: Option<String>,
     memcached_maxclients: Option<usize>,
     warm_reads_per_sec: Option<u64>,
+    index_value_bytes_max: Option<usize>,
     /// The KVS memcached's items live in [default: "memcached"].
     memcached_kvs: Option<String>,
     executor: Option<Executor>,
@@ -181,6 +186,8 @@ pub struct Config {
     pub max_batched_writes: usize,
     /// `shaledb::Options::warm_reads_per_sec`.
     pub warm_reads_per_sec: u64,
+    /// `shaledb::Options::index_value_bytes_max`.
+    pub index_value_bytes_max: usize,
 }
 
 /// Where a connection's commands run.
@@ -322,6 +329,10 @@ impl Config {
                 .warm_reads_per_sec
                 .or(file.warm_reads_per_sec)
                 .unwrap_or(shaledb::Options::default().warm_reads_per_sec),
+            index_value_bytes_max: args
+                .index_value_bytes_max
+                .or(file.index_value_bytes_max)
+                .unwrap_or(shaledb::Options::default().index_value_bytes_max),
         };
         if config.memcached_maxclients == 0 {
             bail!("memcached_maxclients must be at least 1");
@@ -336,6 +347,12 @@ impl Config {
             bail!(
                 "packed_bytes_max must not exceed {} (a record's value)",
                 shaledb::limits::VALUE_BYTES_MAX
+            );
+        }
+        if config.index_value_bytes_max > shaledb::limits::INDEX_VALUE_BYTES_LIMIT {
+            bail!(
+                "index_value_bytes_max must not exceed {} (an index entry's value)",
+                shaledb::limits::INDEX_VALUE_BYTES_LIMIT
             );
         }
         if config.pool_threads == 0 {
@@ -418,6 +435,21 @@ mod tests {
         let error = Config::resolve(&KvdbArgs::default(), &too_large).unwrap_err();
         assert!(
             format!("{error:#}").contains("packed_bytes_max"),
+            "{error:#}"
+        );
+
+        // Values kept in index entries: the default, from the file, and past the limit refused.
+        assert_eq!(config.index_value_bytes_max, 16);
+        std::fs::write(&path, "index_value_bytes_max = 0\n").unwrap();
+        let config = Config::resolve(&KvdbArgs::default(), &args).unwrap();
+        assert_eq!(config.index_value_bytes_max, 0);
+        let too_large = ServeArgs {
+            index_value_bytes_max: Some(shaledb::limits::INDEX_VALUE_BYTES_LIMIT + 1),
+            ..ServeArgs::default()
+        };
+        let error = Config::resolve(&KvdbArgs::default(), &too_large).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("index_value_bytes_max"),
             "{error:#}"
         );
 

@@ -95,6 +95,7 @@ async fn run(config: Config) -> Result<()> {
             .unwrap_or(Options::default().staging_bytes_max),
         space_bytes_max: config.space_bytes_max,
         warm_reads_per_sec: config.warm_reads_per_sec,
+        index_value_bytes_max: config.index_value_bytes_max,
         ..Options::default()
     };
     let path = config.db.clone();
