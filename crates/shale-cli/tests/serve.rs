@@ -394,6 +394,77 @@ fn named_number(text: &str, name: &str, separator: char) -> u64 {
         .unwrap()
 }
 
+/// Many clients pipelining writes to one key from several network threads (docs/SERVER.md,
+/// "Where commands run": a stripe's pipelines run on one thread at a time, the others handing
+/// theirs over): every write is applied once, each client's in its own order, and each reply is
+/// the one its command earned.
+#[test]
+fn pipelines_of_many_clients_on_one_key_run_once_each_in_their_clients_order() {
+    const CLIENTS: usize = 8;
+    const PIPELINES: usize = 20;
+    const DEPTH: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with_env(
+        &dir.path().join("db"),
+        &[],
+        &[("TOKIO_WORKER_THREADS", "4")],
+    );
+    let writers: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let mut connection = server.connect();
+            std::thread::spawn(move || {
+                let mut last_length = 0;
+                for pipeline in 0..PIPELINES {
+                    let elements: Vec<String> = (0..DEPTH)
+                        .map(|n| format!("c{client}:{}", pipeline * DEPTH + n))
+                        .collect();
+                    let requests: Vec<Vec<&[u8]>> = elements
+                        .iter()
+                        .map(|element| vec![&b"RPUSH"[..], b"hot", element.as_bytes()])
+                        .collect();
+                    for reply in connection.pipeline(&requests) {
+                        let Value::Int(length) = reply else {
+                            panic!("RPUSH answers the list's length: {reply:?}");
+                        };
+                        assert!(
+                            length > last_length,
+                            "lengths grow: {length} after {last_length}"
+                        );
+                        last_length = length;
+                    }
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let mut client = server.connect();
+    let Value::Array(elements) = client.call(&["LRANGE", "hot", "0", "-1"]) else {
+        panic!("LRANGE answers an array");
+    };
+    assert_eq!(elements.len(), CLIENTS * PIPELINES * DEPTH);
+    let mut next = [0usize; CLIENTS];
+    for element in elements {
+        let Value::Bulk(element) = element else {
+            panic!("an element is a bulk string");
+        };
+        let element = String::from_utf8(element).unwrap();
+        let (client, n) = element[1..].split_once(':').unwrap();
+        let client: usize = client.parse().unwrap();
+        assert_eq!(
+            n.parse::<usize>().unwrap(),
+            next[client],
+            "client {client}'s order"
+        );
+        next[client] += 1;
+    }
+    assert!(
+        info_stat(&mut client, "combined_pipelines") > 0,
+        "some pipelines ran on another connection's turn"
+    );
+}
+
 /// Commands are counted per pipeline run (docs/SERVER.md, "Operations"): INFO sees every command
 /// of its own pipeline before it, and INFO and /metrics agree.
 #[test]

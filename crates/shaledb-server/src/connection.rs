@@ -11,6 +11,7 @@
 
 use crate::buffers::BufferCharge;
 use crate::clients::ClientSlot;
+use crate::combiner::Finished;
 use crate::commands::{takes_streamed_value, PipelineRun, Request, Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::keyspace::{StagedBlob, Upload, CHUNK_BYTES};
@@ -526,7 +527,17 @@ impl Client {
         };
         let (output, synced) = match executor {
             Executor::Inline => {
-                let (output, point) = execute_slice(shared, &mut session, pending);
+                let stripe = pending
+                    .front()
+                    .and_then(|request| shared.combining_stripe(request));
+                let (output, point) = match stripe {
+                    None => execute_slice(shared, &mut session, pending),
+                    Some(stripe) => {
+                        let ran = run_on_stripe(shared, stripe, session, pending).await?;
+                        session = ran.0;
+                        (ran.1, ran.2)
+                    }
+                };
                 (output, shared.syncer.wait(point).await)
             }
             Executor::Pool => {
@@ -608,6 +619,65 @@ fn take_requests(
             None => return Ok(None),
         }
     }
+}
+
+/// Runs a pipeline that starts with a write to `stripe` where the combiner says: here, if no
+/// connection runs the stripe (then the jobs queued for it too), else as a job on the thread
+/// that runs it, or here once that thread hands the turn over. Returns the session with the
+/// replies and the point to sync before they are sent.
+async fn run_on_stripe(
+    shared: &Shared,
+    stripe: usize,
+    session: Session,
+    pending: &mut VecDeque<Request>,
+) -> Result<(Session, Output, SyncPoint), Close> {
+    let mut entering = Some(session);
+    let Some(finished) = shared.combiner.enter(stripe, &mut entering, pending) else {
+        let mut session = entering.expect("a runner keeps its session");
+        let (output, sync) = run_turn(shared, stripe, &mut session, pending);
+        return Ok((session, output, sync));
+    };
+    match finished.await {
+        Ok(Finished::Ran {
+            session,
+            requests,
+            output,
+            sync,
+        }) => {
+            *pending = requests;
+            Ok((session, output, sync))
+        }
+        Ok(Finished::YourTurn {
+            mut session,
+            requests,
+        }) => {
+            *pending = requests;
+            let (output, sync) = run_turn(shared, stripe, &mut session, pending);
+            Ok((session, output, sync))
+        }
+        // The runner gave the job up (a command failed): the session went with it.
+        Err(_) => Err(Close::Gone),
+    }
+}
+
+/// Runs this connection's slice of its pipeline on `stripe`, which it runs now (`combiner`),
+/// then the jobs other connections queued for the stripe meanwhile, until the queue is empty or
+/// the turn passes to another connection. Returns this connection's replies and sync point.
+fn run_turn(
+    shared: &Shared,
+    stripe: usize,
+    session: &mut Session,
+    pending: &mut VecDeque<Request>,
+) -> (Output, SyncPoint) {
+    let turn = shared.combiner.turn(stripe);
+    let own = execute_slice(shared, session, pending);
+    let mut ran = 0;
+    while let Some(mut job) = turn.next_job(ran) {
+        let (output, sync) = execute_slice(shared, &mut job.session, &mut job.requests);
+        shared.combiner.finish(job, output, sync);
+        ran += 1;
+    }
+    own
 }
 
 /// Runs requests of a pipeline in order, encoding the replies, until `OUTPUT_FLUSH_BYTES` of

@@ -8,6 +8,7 @@
 mod admin;
 mod buffers;
 mod clients;
+mod combiner;
 pub mod commands;
 pub mod config;
 mod connection;

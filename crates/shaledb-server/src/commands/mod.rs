@@ -22,6 +22,7 @@ mod zsets;
 
 use crate::buffers::BufferBudget;
 use crate::clients::{ClientSlots, IdleTimeout};
+use crate::combiner::Combiner;
 use crate::config::Config;
 use crate::keyspace::{
     self, stripe_of, BlobIds, BlobReader, Failure, Keyspace, StagedBlob, StringInput, StringValue,
@@ -511,6 +512,8 @@ pub struct Shared {
     /// CONFIG SET last made it.
     max_bulk_bytes: AtomicUsize,
     stripes: Vec<StripeLock>,
+    /// Which network thread runs the pipelines that start with a write to each stripe.
+    pub combiner: Combiner,
     watches: Arc<Watches>,
     redis_config: server::RedisConfig,
     scan_cursors: Mutex<ScanCursors>,
@@ -796,6 +799,7 @@ impl Shared {
             max_bulk_bytes: AtomicUsize::new(config.max_bulk_bytes),
             config,
             stripes: (0..STRIPES).map(|_| StripeLock::default()).collect(),
+            combiner: Combiner::new(STRIPES),
             watches: Arc::new(Watches::default()),
             redis_config: server::RedisConfig::default(),
             scan_cursors: Mutex::new(ScanCursors::default()),
@@ -866,6 +870,20 @@ impl Shared {
         self.execute_one(session, &request.args, request.command, next, run);
         session.streamed.clear();
         self.serve_waiters_after(generation, run);
+    }
+
+    /// The one stripe `request` writes, when it is a write of one key's stripe (what a hot
+    /// key's pipeline sends): its pipeline then runs on the thread that runs that stripe
+    /// (`combiner`).
+    pub fn combining_stripe(&self, request: &Request) -> Option<usize> {
+        let command = &COMMANDS[request.command?];
+        if !command.writes() || command.is_slow() || !arity_ok(command, &request.args) {
+            return None;
+        }
+        match stripes_of([(command, &request.args[..])].into_iter(), false) {
+            Stripes::Some(stripes) if stripes.len() == 1 => Some(stripes[0]),
+            _ => None,
+        }
     }
 
     /// Commits what `run` batched and releases its locks: every reply it holds is final.
