@@ -17,7 +17,8 @@
 //! so a connection's commands keep their order. A runner runs at most `JOBS_PER_TURN` jobs, then
 //! hands the stripe to the connection of the next job waiting, which runs its own pipeline and
 //! the jobs after it: no client waits behind an endless queue, and no runner's own replies wait
-//! for more than one turn.
+//! for more than one turn. A command that panics in a job closes only its own connection; the
+//! runner goes on with the queue (`connection::run_turn`).
 
 use crate::commands::{Request, Session};
 use crate::resp::Output;
@@ -108,18 +109,12 @@ impl Combiner {
         Some(finished)
     }
 
-    /// The turn of the connection that entered `stripe` and runs it now.
-    pub fn turn(&self, stripe: usize) -> Turn<'_> {
-        Turn {
-            combiner: self,
-            stripe,
-            over: std::cell::Cell::new(false),
-        }
-    }
-
     /// The next job for the runner of `stripe`, which has run `ran` jobs this turn; `None` once
     /// the queue is empty or the turn went to the next job's connection, and the runner is done.
-    fn next_job(&self, stripe: usize, ran: usize) -> Option<Job> {
+    /// A runner calls it until `None` (its connection's task is never dropped in between: only
+    /// the runtime's shutdown drops tasks), so a stripe never stays running with nobody to run
+    /// its jobs.
+    pub fn next_job(&self, stripe: usize, ran: usize) -> Option<Job> {
         let mut queue = self.queue(stripe);
         loop {
             let Some(job) = queue.jobs.pop_front() else {
@@ -155,36 +150,6 @@ impl Combiner {
             output,
             sync,
         });
-    }
-}
-
-/// A runner's turn on a stripe. Over when `next_job` says so; a turn left otherwise (a panic in
-/// a command) gives up the stripe and the jobs waiting, whose connections then close, so no
-/// connection waits forever for a runner that is gone.
-pub struct Turn<'c> {
-    combiner: &'c Combiner,
-    stripe: usize,
-    over: std::cell::Cell<bool>,
-}
-
-impl Turn<'_> {
-    /// The next job to run in this turn (see `Combiner::next_job`).
-    pub fn next_job(&self, ran: usize) -> Option<Job> {
-        let job = self.combiner.next_job(self.stripe, ran);
-        self.over.set(job.is_none());
-        job
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        if self.over.get() {
-            return;
-        }
-        let mut queue = self.combiner.queue(self.stripe);
-        queue.running = false;
-        // Dropped, each job's sender tells its connection the job was given up.
-        queue.jobs.clear();
     }
 }
 
@@ -264,14 +229,12 @@ mod tests {
         );
         // The connection whose turn would be next is gone: the turn skips it.
         waiting[JOBS_PER_TURN] = None;
-        let turn = combiner.turn(1);
         let mut ran = 0;
-        while let Some(job) = turn.next_job(ran) {
+        while let Some(job) = combiner.next_job(1, ran) {
             assert_eq!(name_of(&job.requests), format!("job{ran}").as_bytes());
             combiner.finish(job, Output::new(), SyncPoint::default());
             ran += 1;
         }
-        drop(turn);
         assert_eq!(ran, JOBS_PER_TURN);
         assert_eq!(combiner.jobs_run(), JOBS_PER_TURN as u64);
         for (n, finished) in waiting.iter_mut().take(JOBS_PER_TURN).enumerate() {
@@ -290,15 +253,13 @@ mod tests {
         assert!(matches!(last.try_recv(), Err(TryRecvError::Empty)));
         // The stripe still runs (job{next}'s turn): a newcomer queues behind the last job.
         let mut newcomer = queued(&combiner, &shared, 1, "newcomer");
-        let turn = combiner.turn(1);
         let mut order = Vec::new();
         let mut ran = 0;
-        while let Some(job) = turn.next_job(ran) {
+        while let Some(job) = combiner.next_job(1, ran) {
             order.push(name_of(&job.requests).to_vec());
             combiner.finish(job, Output::new(), SyncPoint::default());
             ran += 1;
         }
-        drop(turn);
         let expected = format!("job{}", next + 1);
         assert_eq!(order, [expected.as_bytes(), b"newcomer"]);
         assert!(matches!(newcomer.try_recv(), Ok(Finished::Ran { .. })));
@@ -306,18 +267,5 @@ mod tests {
             runs(&combiner, &shared, 1),
             "the queue ran empty: the stripe is free"
         );
-    }
-
-    #[test]
-    fn a_turn_left_early_gives_up_its_jobs_and_frees_the_stripe() {
-        let dir = tempfile::tempdir().unwrap();
-        let shared = shared(dir.path());
-        let combiner = Combiner::new(2);
-        assert!(runs(&combiner, &shared, 0), "nobody runs the stripe");
-        let mut waiting = queued(&combiner, &shared, 0, "job");
-        // As when a command panics: the turn ends before its queue does.
-        drop(combiner.turn(0));
-        assert!(matches!(waiting.try_recv(), Err(TryRecvError::Closed)));
-        assert!(runs(&combiner, &shared, 0), "the stripe is free");
     }
 }

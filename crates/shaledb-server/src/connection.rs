@@ -22,6 +22,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use shaledb::SyncPoint;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -669,15 +670,23 @@ fn run_turn(
     session: &mut Session,
     pending: &mut VecDeque<Request>,
 ) -> (Output, SyncPoint) {
-    let turn = shared.combiner.turn(stripe);
-    let own = execute_slice(shared, session, pending);
+    // A command that panics ends only its own connection, as a panic in a connection's task
+    // does: the queue is still run, and this connection's own panic goes on after it.
+    let own = catch_unwind(AssertUnwindSafe(|| execute_slice(shared, session, pending)));
     let mut ran = 0;
-    while let Some(mut job) = turn.next_job(ran) {
-        let (output, sync) = execute_slice(shared, &mut job.session, &mut job.requests);
-        shared.combiner.finish(job, output, sync);
+    while let Some(mut job) = shared.combiner.next_job(stripe, ran) {
+        let slice = AssertUnwindSafe(|| execute_slice(shared, &mut job.session, &mut job.requests));
+        match catch_unwind(slice) {
+            Ok((output, sync)) => shared.combiner.finish(job, output, sync),
+            // Dropped, the job tells its connection, which closes.
+            Err(_) => tracing::error!(
+                client = job.session.id,
+                "a command panicked; its connection closes"
+            ),
+        }
         ran += 1;
     }
-    own
+    own.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// Runs requests of a pipeline in order, encoding the replies, until `OUTPUT_FLUSH_BYTES` of

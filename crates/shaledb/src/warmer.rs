@@ -167,8 +167,9 @@ impl Warmer {
         true
     }
 
-    /// Reads the values of `keys` of KVS `kvs_id` that exist and are not cached yet; a KVS
-    /// dropped since the file was saved, or a key deleted, is skipped.
+    /// Reads the values of `keys` of KVS `kvs_id` that exist, are not cached yet and are not
+    /// kept in their index entries (those need no warming); a KVS dropped since the file was
+    /// saved, or a key deleted, is skipped.
     fn warm_batch(&self, kvs_id: u32, keys: &[&[u8]]) -> Result<()> {
         let Some(kvs) = self.store.kvs.get(kvs_id) else {
             return Ok(());
@@ -176,7 +177,10 @@ impl Warmer {
         let cache = &self.store.cache;
         let versions: Vec<(&[u8], Entry)> = keys
             .iter()
-            .filter_map(|&key| Some((key, kvs.index.get(key)?)))
+            .filter_map(|&key| match kvs.index.get_with_value(key, None)? {
+                (entry, None) => Some((key, entry)),
+                (_, Some(_kept)) => None,
+            })
             .filter(|(key, entry)| !cache.holds(kvs_id, key, entry.seqno))
             .collect();
         for read in self

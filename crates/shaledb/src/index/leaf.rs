@@ -46,6 +46,7 @@ pub(super) struct Slot {
 
 impl Slot {
     fn new(start: usize, hint: u32) -> Slot {
+        debug_assert!(start <= usize::from(u16::MAX), "a leaf's offsets are u16");
         Slot {
             start: start as u16,
             hint_high: (hint >> 16) as u16,

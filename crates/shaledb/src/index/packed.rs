@@ -1,10 +1,11 @@
 //! The ordered map from each key to its newest entry, packed for DRAM.
 //!
-//! Keys sit in sorted leaves of a few KiB. A leaf is found by its fence (the smallest key it may
-//! hold) in a small B-tree of leaves; inside, each entry is the part of its key after the prefix
-//! every key of the leaf shares, then its location and seqno as varints, and a binary search
-//! over a dense array of slots (each entry's offset and first two suffix bytes) finds a key. For
-//! 23-byte YCSB keys this takes about 35 bytes per key where a `BTreeMap` slot took 75
+//! Keys sit in sorted leaves of a few KiB. A leaf is found by its fence (a lower bound of the keys
+//! it may hold, as short as separates it from the leaf before) in a small B-tree of leaves;
+//! inside, each entry is the part of its key after the prefix every key of the leaf shares, then
+//! its location and seqno as varints and a short value kept with it, and a binary search over a
+//! dense array of slots (each entry's offset and first four suffix bytes) finds a key. For
+//! 23-byte YCSB keys this takes about 38 bytes per key where a `BTreeMap` slot took 75
 //! (ARCHITECTURE.md, "Index memory").
 
 use super::entry::Entry;
@@ -263,8 +264,7 @@ impl PackedMap {
             .map(|(fence, _)| &**fence)
     }
 
-    /// Splits the leaf at `fence` in two halves by bytes, and those again while too big (a
-    /// merge that shortened the prefix can leave a leaf more than one split over).
+    /// Splits the leaf at `fence` in two halves by bytes, and those again while too big.
     fn split(&mut self, fence: &[u8]) {
         let leaf = &self.leaves[fence];
         let half = leaf.bytes.len() / 2;
@@ -279,8 +279,15 @@ impl PackedMap {
     fn split_at(&mut self, fence: &[u8], middle: usize) {
         let leaf = &self.leaves[fence];
         let middle = middle.clamp(1, leaf.slots.len() - 1);
-        let mut middle_key = Vec::new();
+        let (mut before, mut middle_key) = (Vec::new(), Vec::new());
+        leaf.key_into(fence, middle - 1, &mut before);
         leaf.key_into(fence, middle, &mut middle_key);
+        // The right leaf's fence is the shortest prefix of its first key that sorts after the
+        // left leaf's last (suffix truncation): any bound between the two serves, and a short
+        // one stays inline in the B-tree of leaves, where a long key's (a sorted set's rank
+        // record: its key, a score and the member) sat on the heap, a pointer followed at each
+        // comparison of every search.
+        middle_key.truncate(common_prefix_len(&before, &middle_key) + 1);
         let right_fence = Fence::from(middle_key.as_slice());
         let right_prefix = self
             .next_fence(fence)
@@ -304,25 +311,46 @@ impl PackedMap {
     }
 
     /// Merges the leaf at `fence`, grown small, with a neighbour when both fit in half a leaf;
-    /// an empty leaf always goes (except the first).
+    /// an empty leaf goes whenever its neighbour's entries fit in a leaf (except the first).
     fn merge_small(&mut self, fence: &[u8]) {
-        let size = self.leaves[fence].bytes.len();
-        let fits = |other: &Leaf| size + other.bytes.len() <= LEAF_BYTES_MAX / 2;
+        let empty = self.leaves[fence].slots.is_empty();
+        let fits =
+            |merged: usize| merged <= LEAF_BYTES_MAX / 2 || (empty && merged <= LEAF_BYTES_MAX);
         if let Some(next) = self.next_fence(fence) {
-            if fits(&self.leaves[next]) || size == 0 {
+            if fits(self.merged_bytes_bound(fence, next)) {
                 let next = Fence::from(next);
                 return self.merge(fence, &next);
             }
         }
         if let Some(previous) = self.previous_fence(fence) {
-            if fits(&self.leaves[previous]) || size == 0 {
+            if fits(self.merged_bytes_bound(previous, fence)) {
                 let previous = Fence::from(previous);
                 self.merge(&previous, fence);
             }
         }
     }
 
-    /// Moves every entry of the leaf at `right` into the one at `left`, its predecessor.
+    /// At least the bytes the leaves at `left` and `right` (its successor) would take merged.
+    /// The merged leaf's prefix is what `left` shares with the fence after `right`, no longer
+    /// than either leaf's: each entry gets back the bytes its leaf's prefix took off, and its
+    /// suffix length may take one more varint byte. Merging by the leaves' own bytes alone let
+    /// a leaf whose keys share a long prefix grow past the `u16` offsets of its slots.
+    fn merged_bytes_bound(&self, left: &[u8], right: &[u8]) -> usize {
+        let prefix = self
+            .next_fence(right)
+            .map_or(0, |next| common_prefix_len(left, next));
+        [left, right]
+            .iter()
+            .map(|fence| {
+                let leaf = &self.leaves[*fence];
+                let regained = usize::from(leaf.prefix_len).saturating_sub(prefix) + 1;
+                leaf.bytes.len() + leaf.slots.len() * regained
+            })
+            .sum()
+    }
+
+    /// Moves every entry of the leaf at `right` into the one at `left`, its predecessor; the
+    /// merged leaf fits in a leaf (`merge_small` checked its bound).
     fn merge(&mut self, left: &[u8], right: &[u8]) {
         let right_leaf = self.leaves.remove(right).expect("the right leaf");
         let prefix = self
@@ -333,11 +361,8 @@ impl PackedMap {
         merged.extend_from(left_leaf, left, 0..left_leaf.slots.len());
         merged.extend_from(&right_leaf, right, 0..right_leaf.slots.len());
         merged.shrink_to_fit();
-        let oversized = merged.is_oversized();
+        debug_assert!(!merged.is_oversized(), "a merge stays within a leaf");
         self.leaves.insert(left.into(), merged);
-        if oversized {
-            self.split(left);
-        }
     }
 }
 

@@ -13,7 +13,6 @@ use crate::manifest::SegmentEntry;
 use crate::media::ReadPurpose;
 use crate::record::{RecordKind, RecordRef, FLAG_BATCH_CONTINUES};
 use crate::segment::{scan_records, HeadKind, Location, Seal, SegmentMeta};
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 struct PendingRecord {
@@ -166,12 +165,13 @@ pub fn replay_segment(
                 ))?;
                 replay.create_found_kvs(record.kvs_id, cleanup);
             }
-            // Kept as the commit kept it: a non-empty put that short. A value that short is
-            // stored uncompressed; a compressed one is left to be read from media.
-            let short = record.kind == RecordKind::Put
-                && (1..=replay.index_value_bytes_max).contains(&record.stored_value.len());
+            // Kept as the commit kept it: a non-empty put of at most `index_value_bytes_max`
+            // bytes, stored compressed or not (only a value stored that short can be one).
+            let max = replay.index_value_bytes_max;
+            let short =
+                record.kind == RecordKind::Put && (1..=max).contains(&record.stored_value.len());
             let value = match short.then(|| record.value()) {
-                Some(Ok(Cow::Borrowed(value))) => Some(value.into()),
+                Some(Ok(value)) if value.len() <= max => Some(Box::from(&*value)),
                 _ => None,
             };
             batch.push(PendingRecord {

@@ -260,3 +260,47 @@ proptest! {
         }
     }
 }
+
+/// Keys that share a long prefix pack into leaves with long prefixes; a merge with a leaf that
+/// shares none gives every entry its prefix back. Merges are bounded by that re-prefixed size,
+/// so a leaf never outgrows its `u16` offsets (a merge by the leaves' own bytes wrapped them,
+/// then panicked in the next split).
+#[test]
+fn merges_of_leaves_with_long_prefixes_stay_within_a_leaf() {
+    let long = |first: u8, n: u64| {
+        let mut key = vec![first; 1000];
+        key.extend_from_slice(format!("{n:05}").as_bytes());
+        key
+    };
+    let mut map = PackedMap::default();
+    let mut model = BTreeMap::new();
+    for n in 0..3000 {
+        map.insert(&long(b'a', n), entry(n), None);
+        model.insert(long(b'a', n), entry(n));
+    }
+    for n in 0..20 {
+        map.insert(&long(b'b', n), entry(n), None);
+        model.insert(long(b'b', n), entry(n));
+    }
+    // Deletes in a scattered order shrink leaves until they merge across the 'a'/'b' border.
+    for n in (0..3000).map(|n: u64| n * 7 % 3000) {
+        if n % 10 != 0 {
+            assert_eq!(map.remove(&long(b'a', n)), model.remove(&long(b'a', n)));
+        }
+    }
+    for (fence, leaf) in &map.leaves {
+        assert!(
+            leaf.bytes.len() <= LEAF_BYTES_MAX,
+            "{} bytes",
+            leaf.bytes.len()
+        );
+        let shared = map
+            .next_fence(fence)
+            .map_or(0, |next| common_prefix_len(fence, next));
+        assert_eq!(usize::from(leaf.prefix_len), shared);
+    }
+    for (key, entry) in &model {
+        assert_eq!(map.get(key), Some(*entry));
+    }
+    assert_eq!(map.len(), model.len());
+}
