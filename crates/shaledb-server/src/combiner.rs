@@ -157,24 +157,14 @@ impl Combiner {
 mod tests {
     use super::*;
     use crate::commands::Shared;
-    use crate::config::{Config, KvdbArgs, ServeArgs};
+    use crate::config::Config;
     use bytes::Bytes;
     use std::sync::Arc;
     use tokio::sync::oneshot::error::TryRecvError;
 
     fn shared(dir: &std::path::Path) -> Shared {
-        let kvdb = KvdbArgs {
-            db: Some(dir.to_path_buf()),
-            durability: Some("none".into()),
-            ..KvdbArgs::default()
-        };
-        let args = ServeArgs {
-            databases: Some(1),
-            ..ServeArgs::default()
-        };
-        let config = Config::resolve(&kvdb, &args).unwrap();
         let db = Arc::new(shaledb::Db::open(dir, shaledb::Options::default()).unwrap());
-        Shared::new(db, config).unwrap_or_else(|_| panic!("a new database"))
+        Shared::new(db, Config::one_database_at(dir)).unwrap_or_else(|_| panic!("a new database"))
     }
 
     fn named(name: &str) -> VecDeque<Request> {

@@ -383,6 +383,23 @@ fn read_file(path: &Path) -> Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
 }
 
+/// What unit tests open a server's state with: one database at `path`, no durability wait.
+#[cfg(test)]
+impl Config {
+    pub(crate) fn one_database_at(path: &Path) -> Config {
+        let kvdb = KvdbArgs {
+            db: Some(path.to_path_buf()),
+            durability: Some("none".into()),
+            ..KvdbArgs::default()
+        };
+        let args = ServeArgs {
+            databases: Some(1),
+            ..ServeArgs::default()
+        };
+        Config::resolve(&kvdb, &args).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,30 +445,32 @@ mod tests {
                 bytes_max: 1024
             }
         );
-        let too_large = ServeArgs {
-            packed_bytes_max: Some(shaledb::limits::VALUE_BYTES_MAX + 1),
-            ..ServeArgs::default()
-        };
-        let error = Config::resolve(&KvdbArgs::default(), &too_large).unwrap_err();
-        assert!(
-            format!("{error:#}").contains("packed_bytes_max"),
-            "{error:#}"
-        );
-
-        // Values kept in index entries: the default, from the file, and past the limit refused.
+        // Values kept in index entries: the default, and from the file.
         assert_eq!(config.index_value_bytes_max, 16);
         std::fs::write(&path, "index_value_bytes_max = 0\n").unwrap();
         let config = Config::resolve(&KvdbArgs::default(), &args).unwrap();
         assert_eq!(config.index_value_bytes_max, 0);
-        let too_large = ServeArgs {
-            index_value_bytes_max: Some(shaledb::limits::INDEX_VALUE_BYTES_LIMIT + 1),
-            ..ServeArgs::default()
-        };
-        let error = Config::resolve(&KvdbArgs::default(), &too_large).unwrap_err();
-        assert!(
-            format!("{error:#}").contains("index_value_bytes_max"),
-            "{error:#}"
-        );
+
+        // Bounds past what a record's value or an index entry holds are refused, by name.
+        for (too_large, name) in [
+            (
+                ServeArgs {
+                    packed_bytes_max: Some(shaledb::limits::VALUE_BYTES_MAX + 1),
+                    ..ServeArgs::default()
+                },
+                "packed_bytes_max",
+            ),
+            (
+                ServeArgs {
+                    index_value_bytes_max: Some(shaledb::limits::INDEX_VALUE_BYTES_LIMIT + 1),
+                    ..ServeArgs::default()
+                },
+                "index_value_bytes_max",
+            ),
+        ] {
+            let error = Config::resolve(&KvdbArgs::default(), &too_large).unwrap_err();
+            assert!(format!("{error:#}").contains(name), "{error:#}");
+        }
 
         std::fs::write(&path, "bogus = 1\n").unwrap();
         let error = Config::resolve(&KvdbArgs::default(), &args).unwrap_err();

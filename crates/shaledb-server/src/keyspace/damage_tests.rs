@@ -10,7 +10,7 @@ use super::{
     LAYOUT_VALUE,
 };
 use crate::commands::{Request, Session, Shared};
-use crate::config::{Config, KvdbArgs, ServeArgs};
+use crate::config::Config;
 use crate::resp::Reply;
 use bytes::Bytes;
 use shaledb::{Db, Kvs, Options};
@@ -20,23 +20,10 @@ use std::sync::Arc;
 /// The KVS database 0 lives in.
 const KVS: &str = "redis-0";
 
-fn config(path: &Path) -> Config {
-    let kvdb = KvdbArgs {
-        db: Some(path.to_path_buf()),
-        durability: Some("none".into()),
-        ..KvdbArgs::default()
-    };
-    let args = ServeArgs {
-        databases: Some(1),
-        ..ServeArgs::default()
-    };
-    Config::resolve(&kvdb, &args).unwrap()
-}
-
 /// Opens the KVDB at `path` and its Redis databases as `shale serve` does.
 fn open(path: &Path) -> Result<Shared, Failure> {
     let db = Arc::new(Db::open(path, Options::default()).unwrap());
-    Shared::new(db, config(path))
+    Shared::new(db, Config::one_database_at(path))
 }
 
 struct Server {
