@@ -395,19 +395,26 @@ fn named_number(text: &str, name: &str, separator: char) -> u64 {
 }
 
 /// Many clients pipelining writes to one key from several network threads (docs/SERVER.md,
-/// "Where commands run": a stripe's pipelines run on one thread at a time, the others handing
-/// theirs over): every write is applied once, each client's in its own order, and each reply is
-/// the one its command earned.
+/// "Where commands run": `--network-threads` of them, and a stripe's pipelines run on one
+/// thread at a time, the others handing theirs over): every write is applied once, each
+/// client's in its own order, and each reply is the one its command earned.
 #[test]
 fn pipelines_of_many_clients_on_one_key_run_once_each_in_their_clients_order() {
     const CLIENTS: usize = 8;
     const PIPELINES: usize = 20;
     const DEPTH: usize = 100;
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start_with_env(
-        &dir.path().join("db"),
-        &[],
-        &[("TOKIO_WORKER_THREADS", "4")],
+    let server = Server::start(&dir.path().join("db"), &["--network-threads", "4"]);
+    let threads = std::fs::read_dir(format!("/proc/{}/task", server.child.id()))
+        .unwrap()
+        .filter(|task| {
+            let comm = task.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|name| name.trim() == "shale-serve")
+        })
+        .count();
+    assert_eq!(
+        threads, 4,
+        "--network-threads starts that many network threads"
     );
     let writers: Vec<_> = (0..CLIENTS)
         .map(|client| {

@@ -98,6 +98,10 @@ pub struct ServeArgs {
     /// the value cache; 0: none, at most 64 [default: 16].
     #[arg(long, env = "SHALE_INDEX_VALUE_BYTES_MAX")]
     pub index_value_bytes_max: Option<usize>,
+    /// Threads that serve clients, each its own share of the connections [default: one per
+    /// core].
+    #[arg(long, env = "SHALE_NETWORK_THREADS")]
+    pub network_threads: Option<usize>,
 }
 
 /// What the config file may hold.
@@ -128,6 +132,7 @@ struct FileConfig {
     memcached_maxclients: Option<usize>,
     warm_reads_per_sec: Option<u64>,
     index_value_bytes_max: Option<usize>,
+    network_threads: Option<usize>,
     /// The KVS memcached's items live in [default: "memcached"].
     memcached_kvs: Option<String>,
     executor: Option<Executor>,
@@ -188,6 +193,8 @@ pub struct Config {
     pub warm_reads_per_sec: u64,
     /// `shaledb::Options::index_value_bytes_max`.
     pub index_value_bytes_max: usize,
+    /// Threads serving clients (`network_threads`).
+    pub network_threads: usize,
 }
 
 /// Where a connection's commands run.
@@ -206,6 +213,9 @@ pub enum Executor {
 }
 
 pub const DEFAULT_DB: &str = "shale-data";
+/// Most network threads: each is an OS thread with its own runtime, and more than cores only
+/// adds switching between them.
+const NETWORK_THREADS_MAX: usize = 256;
 
 impl Config {
     pub fn resolve(kvdb: &KvdbArgs, args: &ServeArgs) -> Result<Config> {
@@ -333,6 +343,10 @@ impl Config {
                 .index_value_bytes_max
                 .or(file.index_value_bytes_max)
                 .unwrap_or(shaledb::Options::default().index_value_bytes_max),
+            network_threads: args
+                .network_threads
+                .or(file.network_threads)
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         };
         if config.memcached_maxclients == 0 {
             bail!("memcached_maxclients must be at least 1");
@@ -354,6 +368,9 @@ impl Config {
                 "index_value_bytes_max must not exceed {} (an index entry's value)",
                 shaledb::limits::INDEX_VALUE_BYTES_LIMIT
             );
+        }
+        if !(1..=NETWORK_THREADS_MAX).contains(&config.network_threads) {
+            bail!("network_threads must be between 1 and {NETWORK_THREADS_MAX}");
         }
         if config.pool_threads == 0 {
             bail!("pool_threads must be at least 1");
@@ -451,7 +468,8 @@ mod tests {
         let config = Config::resolve(&KvdbArgs::default(), &args).unwrap();
         assert_eq!(config.index_value_bytes_max, 0);
 
-        // Bounds past what a record's value or an index entry holds are refused, by name.
+        // Bounds past what a record's value or an index entry holds, and network threads
+        // outside 1..=NETWORK_THREADS_MAX, are refused, by name.
         for (too_large, name) in [
             (
                 ServeArgs {
@@ -466,6 +484,20 @@ mod tests {
                     ..ServeArgs::default()
                 },
                 "index_value_bytes_max",
+            ),
+            (
+                ServeArgs {
+                    network_threads: Some(0),
+                    ..ServeArgs::default()
+                },
+                "network_threads",
+            ),
+            (
+                ServeArgs {
+                    network_threads: Some(NETWORK_THREADS_MAX + 1),
+                    ..ServeArgs::default()
+                },
+                "network_threads",
             ),
         ] {
             let error = Config::resolve(&KvdbArgs::default(), &too_large).unwrap_err();

@@ -16,6 +16,7 @@ pub mod glob;
 pub mod keyspace;
 mod memcached;
 mod metrics;
+mod network_threads;
 pub mod resp;
 mod stripes;
 mod syncer;
@@ -24,6 +25,7 @@ use anyhow::{Context, Result};
 use clients::ClientSlots;
 use commands::Shared;
 pub use config::{Config, KvdbArgs, ServeArgs};
+use network_threads::NetworkThreads;
 use shaledb::{Db, Options};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,12 +57,14 @@ fn tracing_subscriber_filter(level: &str) -> tracing_subscriber::EnvFilter {
 /// Opens the KVDB and serves clients until SIGTERM or SIGINT, then drains and syncs.
 pub fn serve(config: Config) -> Result<()> {
     return_freed_buffers_to_the_system();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The main thread accepts clients and runs the background jobs; the clients are served
+    // on the network threads.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("shale-serve")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(run(config))
+    let network = Arc::new(NetworkThreads::start(config.network_threads)?);
+    runtime.block_on(run(config, network))
 }
 
 /// Client buffers of 1 MiB or more come from their own mappings, given back to the system when
@@ -85,7 +89,7 @@ impl Readiness {
     }
 }
 
-async fn run(config: Config) -> Result<()> {
+async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
     let options = Options {
         durability: config.durability,
         cache_bytes: config.cache_bytes,
@@ -141,6 +145,7 @@ async fn run(config: Config) -> Result<()> {
                 &db,
                 &shared,
                 slots.clone(),
+                network.clone(),
                 shutdown.clone(),
             )
             .await?;
@@ -165,9 +170,10 @@ async fn run(config: Config) -> Result<()> {
                     shared.metrics.connections_total.inc();
                     match shared.client_slots.try_admit() {
                         Some(slot) => {
-                            tokio::spawn(connection::serve_client(
-                                shared.clone(), stream, peer, slot, shutdown.clone(),
-                            ));
+                            let (shared, shutdown) = (shared.clone(), shutdown.clone());
+                            network.serve(stream, move |stream| {
+                                connection::serve_client(shared, stream, peer, slot, shutdown)
+                            });
                         }
                         None => {
                             shared.metrics.connections_rejected.inc();
@@ -212,6 +218,7 @@ async fn start_memcached(
     db: &Arc<Db>,
     shared: &Arc<Shared>,
     slots: Arc<ClientSlots>,
+    network: Arc<NetworkThreads>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     let listener = TcpListener::bind(address)
@@ -237,7 +244,7 @@ async fn start_memcached(
         stats: memcached::Stats::default(),
     });
     tracing::info!(address = %local, kvs = %config.memcached_kvs, "memcached listening");
-    tokio::spawn(memcached::serve(listener, memcached, shutdown));
+    tokio::spawn(memcached::serve(listener, memcached, network, shutdown));
     Ok(())
 }
 

@@ -12,6 +12,7 @@ mod items;
 
 use crate::buffers::BufferBudget;
 use crate::clients::ClientSlots;
+use crate::network_threads::NetworkThreads;
 pub use items::Items;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,6 +55,7 @@ impl Stats {
 pub async fn serve(
     listener: TcpListener,
     memcached: Arc<Memcached>,
+    network: Arc<NetworkThreads>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     tokio::spawn(expire_items(memcached.clone()));
@@ -64,9 +66,10 @@ pub async fn serve(
                     Stats::add(&memcached.stats.total_connections);
                     match memcached.slots.try_admit() {
                         Some(slot) => {
-                            tokio::spawn(connection::serve_client(
-                                memcached.clone(), stream, peer, slot, shutdown.clone(),
-                            ));
+                            let (memcached, shutdown) = (memcached.clone(), shutdown.clone());
+                            network.serve(stream, move |stream| {
+                                connection::serve_client(memcached, stream, peer, slot, shutdown)
+                            });
                         }
                         None => {
                             tracing::warn!(%peer, "refusing memcached client: memcached_maxclients reached");
