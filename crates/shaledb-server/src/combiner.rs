@@ -85,8 +85,10 @@ impl Combiner {
     }
 
     /// Enters `stripe` with a connection's `session` and `requests`. `None`: nobody ran the
-    /// stripe, and this connection runs it now, in a `turn`. Else they became a job for the
-    /// stripe's runner (`session` and `requests` taken), whose outcome comes on the receiver.
+    /// stripe, and this connection runs it now, calling `next_job` until it says the turn is
+    /// over. Else they became a job for the stripe's runner (`session` and `requests` taken),
+    /// whose outcome comes on the receiver. A connection waits for its job before it reads
+    /// more, so a queue holds at most a job per client (`maxclients`).
     pub fn enter(
         &self,
         stripe: usize,
@@ -157,14 +159,11 @@ impl Combiner {
 mod tests {
     use super::*;
     use crate::commands::Shared;
-    use crate::config::Config;
     use bytes::Bytes;
-    use std::sync::Arc;
     use tokio::sync::oneshot::error::TryRecvError;
 
     fn shared(dir: &std::path::Path) -> Shared {
-        let db = Arc::new(shaledb::Db::open(dir, shaledb::Options::default()).unwrap());
-        Shared::new(db, Config::one_database_at(dir)).unwrap_or_else(|_| panic!("a new database"))
+        Shared::open_for_tests(dir).unwrap_or_else(|_| panic!("a new database"))
     }
 
     fn named(name: &str) -> VecDeque<Request> {

@@ -400,23 +400,6 @@ fn read_file(path: &Path) -> Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
 }
 
-/// What unit tests open a server's state with: one database at `path`, no durability wait.
-#[cfg(test)]
-impl Config {
-    pub(crate) fn one_database_at(path: &Path) -> Config {
-        let kvdb = KvdbArgs {
-            db: Some(path.to_path_buf()),
-            durability: Some("none".into()),
-            ..KvdbArgs::default()
-        };
-        let args = ServeArgs {
-            databases: Some(1),
-            ..ServeArgs::default()
-        };
-        Config::resolve(&kvdb, &args).unwrap()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

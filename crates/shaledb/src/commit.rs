@@ -5,7 +5,7 @@
 use crate::conflicts::ConflictTracker;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::index::{Entry, KvsIndex};
+use crate::index::{keeps_value, Entry, KvsIndex};
 use crate::media::MediaClass;
 use crate::options::Durability;
 use crate::record::{
@@ -357,12 +357,9 @@ impl Engine {
         }
     }
 
-    /// Whether the index keeps `op`'s value in its entry (`Options::index_value_bytes_max`): a
-    /// non-empty put that short. An empty value is known from its record's length alone.
+    /// Whether the index keeps `op`'s value in its entry (`Options::index_value_bytes_max`).
     fn kept_in_index(&self, op: &BatchOp) -> bool {
-        op.kind == RecordKind::Put
-            && !op.value.is_empty()
-            && op.value.len() <= self.options.index_value_bytes_max
+        op.kind == RecordKind::Put && keeps_value(&op.value, self.options.index_value_bytes_max)
     }
 
     /// Applies `op` to its index partition (those its keys may be in, for a prefix delete),

@@ -753,6 +753,25 @@ fn count_call(tally: &mut CommandTally, clock: &mut Option<Instant>, start: Inst
     *clock = Some(end);
 }
 
+/// What unit tests serve from: the KVDB at `path` opened as `shale serve` opens it, with one
+/// Redis database and no durability wait.
+#[cfg(test)]
+impl Shared {
+    pub(crate) fn open_for_tests(path: &std::path::Path) -> Result<Shared, Failure> {
+        let kvdb = crate::config::KvdbArgs {
+            db: Some(path.to_path_buf()),
+            durability: Some("none".into()),
+            ..Default::default()
+        };
+        let args = crate::config::ServeArgs {
+            databases: Some(1),
+            ..Default::default()
+        };
+        let db = Arc::new(Db::open(path, shaledb::Options::default()).unwrap());
+        Shared::new(db, Config::resolve(&kvdb, &args).unwrap())
+    }
+}
+
 impl Shared {
     pub fn new(db: Arc<Db>, config: Config) -> Result<Shared, Failure> {
         let blob_ids = BlobIds::new();

@@ -10,21 +10,12 @@ use super::{
     LAYOUT_VALUE,
 };
 use crate::commands::{Request, Session, Shared};
-use crate::config::Config;
 use crate::resp::Reply;
 use bytes::Bytes;
 use shaledb::{Db, Kvs, Options};
-use std::path::Path;
-use std::sync::Arc;
 
 /// The KVS database 0 lives in.
 const KVS: &str = "redis-0";
-
-/// Opens the KVDB at `path` and its Redis databases as `shale serve` does.
-fn open(path: &Path) -> Result<Shared, Failure> {
-    let db = Arc::new(Db::open(path, Options::default()).unwrap());
-    Shared::new(db, Config::one_database_at(path))
-}
 
 struct Server {
     dir: tempfile::TempDir,
@@ -35,7 +26,8 @@ struct Server {
 impl Server {
     fn new() -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let shared = open(&dir.path().join("db")).unwrap_or_else(|_| panic!("a new database"));
+        let shared = Shared::open_for_tests(&dir.path().join("db"))
+            .unwrap_or_else(|_| panic!("a new database"));
         let session = shared.new_session();
         Server {
             dir,
@@ -71,7 +63,7 @@ impl Server {
     fn restart(self) -> (tempfile::TempDir, Result<Shared, Failure>) {
         let Server { dir, shared, .. } = self;
         drop(shared);
-        let reopened = open(&dir.path().join("db"));
+        let reopened = Shared::open_for_tests(&dir.path().join("db"));
         (dir, reopened)
     }
 }
@@ -415,7 +407,8 @@ fn a_wrong_or_missing_layout_record_is_refused_at_open() {
             .is_some());
         kvs.put(LAYOUT_KEY, LAYOUT_VALUE).unwrap();
     }
-    let shared = open(&dir.path().join("db")).unwrap_or_else(|_| panic!("repaired"));
+    let shared =
+        Shared::open_for_tests(&dir.path().join("db")).unwrap_or_else(|_| panic!("repaired"));
     let mut session = shared.new_session();
     let reply = shared
         .execute(

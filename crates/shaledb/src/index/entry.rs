@@ -5,6 +5,13 @@ use bytes::Bytes;
 
 pub type Key = Box<[u8]>;
 
+/// Whether the index keeps `value` in its key's entry when at most `max` bytes
+/// (`Options::index_value_bytes_max`) are kept: a non-empty value that short. An empty value
+/// needs no keeping: its record's length alone says it is empty.
+pub fn keeps_value(value: &[u8], max: usize) -> bool {
+    (1..=max).contains(&value.len())
+}
+
 /// The newest version of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {

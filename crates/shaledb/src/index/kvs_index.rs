@@ -73,25 +73,28 @@ impl KvsIndex {
     /// with it in the index, if any (only the newest version keeps one).
     pub fn get_with_value(&self, key: &[u8], at: Option<u64>) -> Option<(Entry, Option<&[u8]>)> {
         let newest = self.newest.get_with_value(key);
-        match (newest, at) {
-            (Some(found), None) => Some(found),
-            (Some(found), Some(at)) if found.0.seqno <= at => Some(found),
-            (_, None) => None,
-            (newest, Some(at)) => self
-                .visible(key, newest.map(|(entry, _)| entry), at)
-                .map(|entry| (entry, None)),
+        match at {
+            None => newest,
+            Some(at) => self.visible(key, newest, at),
         }
     }
 
-    fn visible(&self, key: &[u8], newest: Option<Entry>, at: u64) -> Option<Entry> {
+    /// The version of `key` a reader at `at` sees, given its newest version and kept value:
+    /// those if visible, else the old version kept for the reader's snapshot, with no value.
+    fn visible<'a>(
+        &'a self,
+        key: &[u8],
+        newest: Option<(Entry, Option<&'a [u8]>)>,
+        at: u64,
+    ) -> Option<(Entry, Option<&'a [u8]>)> {
         match newest {
-            Some(entry) if entry.seqno <= at => Some(entry),
+            Some(found) if found.0.seqno <= at => Some(found),
             _ => self
                 .old
                 .get(key)?
                 .iter()
                 .find(|version| version.entry.seqno <= at && at < version.superseded)
-                .map(|version| version.entry),
+                .map(|version| (version.entry, None)),
         }
     }
 
@@ -322,19 +325,11 @@ impl KvsIndex {
             }
         };
         let emit = |key: &[u8], newest: Option<(Entry, Option<&[u8]>)>, out: &mut Vec<Visible>| {
-            let visible = match newest {
-                Some((entry, value)) if entry.seqno <= at => {
-                    Some((entry, value.map(Bytes::copy_from_slice)))
-                }
-                newest => self
-                    .visible(key, newest.map(|(entry, _)| entry), at)
-                    .map(|entry| (entry, None)),
-            };
-            if let Some((entry, value)) = visible {
+            if let Some((entry, value)) = self.visible(key, newest, at) {
                 out.push(Visible {
                     key: key.into(),
                     entry,
-                    value,
+                    value: value.map(Bytes::copy_from_slice),
                 });
             }
             if out.len() == limit {

@@ -8,6 +8,6 @@ mod leaf;
 mod packed;
 mod partitioned;
 
-pub use entry::{Entry, Key};
+pub use entry::{keeps_value, Entry, Key};
 pub use kvs_index::{KvsIndex, Liveness, RangeSize};
 pub use partitioned::PartitionedIndex;

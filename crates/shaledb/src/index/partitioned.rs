@@ -222,9 +222,9 @@ impl PartitionedIndex {
     }
 
     /// Calls `visit` with every key that has a value now, its newest entry and the value kept
-    /// with it, partition by partition, each in key order, holding a partition's read lock for at most `chunk` keys
-    /// at a time. Keys come in no global order: what reads it (a checkpoint) needs none, and a
-    /// merge of the partitions cost most of a checkpoint's CPU.
+    /// with it, partition by partition, each in key order, holding a partition's read lock for
+    /// at most `chunk` keys at a time. Keys come in no global order: what reads it (a
+    /// checkpoint) needs none, and a merge of the partitions cost most of a checkpoint's CPU.
     pub fn for_each_newest(
         &self,
         chunk: usize,

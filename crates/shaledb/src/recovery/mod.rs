@@ -27,7 +27,7 @@ pub use report::{Cleanup, RecoveryReport, SalvageReport};
 
 use crate::checkpoint;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Key, PartitionedIndex};
+use crate::index::{keeps_value, Key, PartitionedIndex};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::segment::{SegmentId, SegmentMeta};
 use files::open_segments;
@@ -91,7 +91,7 @@ pub fn recover(input: &RecoveryInput<'_>) -> Result<Recovered> {
             if let Some(index) = index.as_deref_mut() {
                 // A value kept under a larger `index_value_bytes_max` than this open's is read from
                 // media instead.
-                let value = value.filter(|value| value.len() <= input.index_value_bytes_max);
+                let value = value.filter(|value| keeps_value(value, input.index_value_bytes_max));
                 index.part_mut(key).put_recovered(key, entry, value);
             }
         }

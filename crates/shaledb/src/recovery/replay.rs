@@ -6,7 +6,7 @@
 use super::report::{Cleanup, RecoveryReport};
 use super::salvage::Damage;
 use crate::error::{Error, Result};
-use crate::index::{Entry, Key, PartitionedIndex};
+use crate::index::{keeps_value, Entry, Key, PartitionedIndex};
 use crate::key_groups::KeyGroups;
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::manifest::SegmentEntry;
@@ -171,7 +171,7 @@ pub fn replay_segment(
             let short =
                 record.kind == RecordKind::Put && (1..=max).contains(&record.stored_value.len());
             let value = match short.then(|| record.value()) {
-                Some(Ok(value)) if value.len() <= max => Some(Box::from(&*value)),
+                Some(Ok(value)) if keeps_value(&value, max) => Some(Box::from(&*value)),
                 _ => None,
             };
             batch.push(PendingRecord {
