@@ -472,6 +472,28 @@ fn pipelines_of_many_clients_on_one_key_run_once_each_in_their_clients_order() {
     );
 }
 
+/// `INFO shaledb` shows the engine's space and its cleaner (docs/SERVER.md, "Operations").
+#[test]
+fn info_shaledb_reports_space_and_the_cleaner() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut client = server.connect();
+    for round in 0..3 {
+        assert_eq!(client.call(&["SET", "k", &format!("value {round}")]), ok());
+    }
+    let Value::Bulk(info) = client.call(&["INFO", "shaledb"]) else {
+        panic!("INFO answers a bulk string")
+    };
+    let info = String::from_utf8(info).unwrap();
+    let live = named_number(&info, "live_bytes", ':');
+    assert!(live > 0, "{info}");
+    assert!(named_number(&info, "total_bytes", ':') >= live, "{info}");
+    // Nothing is dead enough to clean in a KVDB this small.
+    assert_eq!(named_number(&info, "cleaner_segments_cleaned", ':'), 0);
+    assert_eq!(named_number(&info, "cleaner_bytes_copied", ':'), 0);
+    assert!(info.contains("cleaner_live_fraction_avg:0.0000"), "{info}");
+}
+
 /// Commands are counted per pipeline run (docs/SERVER.md, "Operations"): INFO sees every command
 /// of its own pipeline before it, and INFO and /metrics agree.
 #[test]

@@ -96,6 +96,7 @@ impl Db {
             store.clone(),
             options.space_target_live_ratio,
             home.manifest.state().media.staging_bytes_max,
+            options.segment_bytes,
         ));
         let sorter = Arc::new(Sorter::new(store.clone(), cleaner.clone()));
         let checkpointer = Arc::new(Checkpointer::new(

@@ -22,6 +22,12 @@ use std::sync::Arc;
 
 /// A segment is not worth cleaning when more than this fraction of it is live.
 const VICTIM_LIVE_RATIO_MAX: f64 = 0.95;
+/// Dead bytes, in segments, the KVDB may hold whatever the live-ratio target says. A KVDB whose
+/// live data is small against a segment can never meet the target (its active segments alone
+/// exceed it), and cleaning each segment as soon as it is sealed would copy the newest versions
+/// its keys will soon overwrite again; with this slack the victims are old enough to be dead
+/// through and through, and cleaning them costs a scan and no copy (`copy_live`).
+const DEAD_SEGMENTS_ALWAYS_ALLOWED: u64 = 2;
 
 /// The cleaner: handed the store, it moves live records out of segments and frees them.
 pub struct Cleaner {
@@ -30,6 +36,8 @@ pub struct Cleaner {
     target_live_ratio: f64,
     /// Past this many bytes on staging, its oldest data moves down to capacity.
     staging_bytes_max: u64,
+    /// Dead bytes below which the target is not enforced (`DEAD_SEGMENTS_ALWAYS_ALLOWED`).
+    dead_bytes_allowed: u64,
     /// One cleaning pass at a time; `check` holds it too, so no record moves while it reads.
     pass: Mutex<()>,
 }
@@ -52,11 +60,17 @@ fn score(live_ratio: f64, age: u64) -> f64 {
 }
 
 impl Cleaner {
-    pub fn new(store: Arc<Store>, target_live_ratio: f64, staging_bytes_max: u64) -> Self {
+    pub fn new(
+        store: Arc<Store>,
+        target_live_ratio: f64,
+        staging_bytes_max: u64,
+        segment_bytes: u64,
+    ) -> Self {
         Cleaner {
             store,
             target_live_ratio,
             staging_bytes_max,
+            dead_bytes_allowed: DEAD_SEGMENTS_ALWAYS_ALLOWED * segment_bytes,
             pass: Mutex::new(()),
         }
     }
@@ -100,8 +114,9 @@ impl Cleaner {
             return Ok(false);
         };
         // Inside the space reserve the cleaner works whatever the live ratio says.
-        let over_target =
-            store.space.under_pressure() || (live as f64) < self.target_live_ratio * total as f64;
+        let over_target = store.space.under_pressure()
+            || ((live as f64) < self.target_live_ratio * total as f64
+                && total - live.min(total) > self.dead_bytes_allowed);
         if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX)
         {
             return Ok(false);
@@ -269,6 +284,10 @@ impl Cleaner {
             .unwrap_or(u64::MAX);
         let tombstone_droppable =
             |seqno: u64| !rescue && seqno < covered_seqno && oldest_other_created > seqno;
+        // No index entry points into a segment without live bytes (I9), and a sealed segment
+        // gains none: none of its versions needs the index asked (which, one lookup per record,
+        // is most of what cleaning costs). A rescue asks anyway: it runs on a damaged KVDB.
+        let holds_live_versions = rescue || victim.live_bytes() > 0;
         // Where survivors go: on capacity, by generation; from staging, they stay only for
         // staging_only KVSs while staging is within its budget, and otherwise move down.
         let destination_for = |policy: MediaPolicy| -> &LogHead {
@@ -298,7 +317,7 @@ impl Cleaner {
                     return Ok(()); // its KVS was dropped
                 };
                 match record.kind {
-                    RecordKind::Put | RecordKind::SnapshotCopy => {
+                    RecordKind::Put | RecordKind::SnapshotCopy if holds_live_versions => {
                         let destination = destination_for(kvs.options.media_policy);
                         if let Some(to) =
                             move_version(store, &kvs, victim, record, from, destination)?
@@ -306,6 +325,7 @@ impl Cleaner {
                             store.counters.cleaner_bytes_copied.add(u64::from(to.len));
                         }
                     }
+                    RecordKind::Put | RecordKind::SnapshotCopy => {}
                     RecordKind::Tombstone | RecordKind::PrefixTombstone => {
                         if tombstone_droppable(record.seqno) {
                             store.counters.cleaner_tombstones_dropped.add(1);
@@ -337,13 +357,20 @@ pub(crate) fn move_version(
     from: Location,
     destination: &LogHead,
 ) -> Result<Option<Location>> {
+    let partition = kvs.index.part(record.key);
+    // Most records of a victim are dead, and a dead version never becomes needed again (the
+    // index only drops versions): a read lock tells, without stopping the partition's readers
+    // or queueing behind its writers, as the write lock below would for every record.
+    if partition.read().liveness(record.key, record.seqno, from) == Liveness::Dead {
+        return Ok(None);
+    }
     // Any roll or flush happens now, before the index lock (only the pass lock's holder appends
     // to cleaner heads, so the room is still there below).
     destination.make_room(record.encoded_len())?;
     // Holding the key's index partition lock across the append makes the move a
     // compare-and-swap: a concurrent overwrite either happened before (the record is dead) or
     // waits.
-    let mut index = kvs.index.part(record.key).write();
+    let mut index = partition.write();
     let kind = match index.liveness(record.key, record.seqno, from) {
         Liveness::Dead => return Ok(None),
         Liveness::Newest => RecordKind::Put,

@@ -122,6 +122,63 @@ fn segments_sealed_before_a_reopen_are_cleaned_after_it() {
     );
 }
 
+/// A KVDB whose live data is small against a segment leaves its dead segments until they are
+/// two segments' worth, and cleaning them then copies nothing: every version they held was
+/// overwritten meanwhile. Cleaning each segment as soon as it was sealed copied the newest
+/// versions, which the next writes killed again.
+#[test]
+fn a_small_kvdb_cleans_its_segments_once_they_are_dead_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = small_options();
+    let segment_bytes = options.segment_bytes;
+    let db = Db::open(dir.path(), options).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let value = vec![5u8; 4000];
+    // ~1 MB live, rewritten whole each round: 2 MB segments hold two rounds.
+    let overwrite = |round: u8| {
+        for key in 0..250u32 {
+            let mut value = value.clone();
+            value[0] = round;
+            kvs.put(key.to_be_bytes(), value).unwrap();
+        }
+    };
+    for round in 0..3 {
+        overwrite(round);
+    }
+    std::thread::sleep(Duration::from_millis(400)); // four maintenance rounds
+    let early = db.stats();
+    assert!(
+        early.total_bytes - early.live_bytes < 2 * segment_bytes,
+        "{early:?}"
+    );
+    assert_eq!(
+        early.cleaner_segments_cleaned, 0,
+        "less than two segments are dead, yet the cleaner ran: {early:?}"
+    );
+    for round in 3..20 {
+        overwrite(round);
+    }
+    // Two dead segments, the active one and one more the cleaner may not have reached yet.
+    let caught_up = |stats: &shaledb::Stats| {
+        stats.cleaner_segments_cleaned >= 3
+            && stats.total_bytes < stats.live_bytes + 4 * segment_bytes
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !caught_up(&db.stats()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = db.stats();
+    assert!(caught_up(&stats), "{stats:?}");
+    assert_eq!(
+        stats.cleaner_bytes_copied, 0,
+        "the victims still held live versions: {stats:?}"
+    );
+    for key in 0..250u32 {
+        assert_eq!(kvs.get(key.to_be_bytes()).unwrap().unwrap()[0], 19);
+    }
+    assert!(db.check().unwrap().is_ok());
+}
+
 fn head_live_bytes(db: &Db, head: &str) -> u64 {
     let stats = db.stats();
     stats

@@ -388,7 +388,9 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 out,
                 "# ShaleDB\r\nkvdb:{}\r\ndurability:{}\r\ndirect_io:{}\r\nuser_bytes_written:{}\r\n\
                  write_amplification:{:.3}\r\nspace_amplification:{:.3}\r\ncache_hit_ratio:{:.4}\r\n\
-                 index_value_hits:{}\r\nindex_keys:{}\r\nlive_bytes:{}\r\n",
+                 index_value_hits:{}\r\nindex_keys:{}\r\nlive_bytes:{}\r\ntotal_bytes:{}\r\n\
+                 cleaner_segments_cleaned:{}\r\ncleaner_bytes_copied:{}\r\n\
+                 cleaner_live_fraction_avg:{:.4}\r\n",
                 shared.config.db.display(),
                 durability_name(shared.config.durability),
                 u8::from(stats.direct_io),
@@ -399,6 +401,10 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 stats.index_value_hits,
                 stats.index_keys,
                 stats.live_bytes,
+                stats.total_bytes,
+                stats.cleaner_segments_cleaned,
+                stats.cleaner_bytes_copied,
+                stats.cleaner_live_fraction_avg,
             );
             for media in &stats.media {
                 let _ = write!(
