@@ -14,7 +14,8 @@ use rand::{Rng, SeedableRng};
 use serve_support::{bulk, ok, Client, Server, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -470,6 +471,61 @@ fn pipelines_of_many_clients_on_one_key_run_once_each_in_their_clients_order() {
         info_stat(&mut client, "combined_pipelines") > 0,
         "some pipelines ran on another connection's turn"
     );
+}
+
+/// The balancer (`network_threads.rs`) tries another number of network threads every second
+/// under load, and connections move to their new thread between two pipelines: each client's
+/// replies still come in order, one per request, and every write lands once.
+#[test]
+fn connections_keep_their_order_as_they_move_between_network_threads() {
+    const CLIENTS: usize = 4;
+    const DEPTH: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--network-threads", "2"]);
+    let mut observer = server.connect();
+    let moves = |observer: &mut Client| info_stat(observer, "network_thread_moves");
+    assert_eq!(moves(&mut observer), 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let mut connection = server.connect();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let key = format!("list{client}");
+                let mut pushed = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let elements: Vec<String> =
+                        (pushed..pushed + DEPTH).map(|n| n.to_string()).collect();
+                    let requests: Vec<Vec<&[u8]>> = elements
+                        .iter()
+                        .map(|element| vec![&b"RPUSH"[..], key.as_bytes(), element.as_bytes()])
+                        .collect();
+                    for reply in connection.pipeline(&requests) {
+                        pushed += 1;
+                        assert_eq!(reply, Value::Int(pushed as i64), "one reply per request");
+                    }
+                }
+                (key, pushed)
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while moves(&mut observer) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let moved = moves(&mut observer);
+    for writer in writers {
+        let (key, pushed) = writer.join().unwrap();
+        let Value::Array(elements) = observer.call(&["LRANGE", &key, "0", "-1"]) else {
+            panic!("LRANGE answers an array");
+        };
+        let expected: Vec<Value> = (0..pushed)
+            .map(|n| Value::Bulk(n.to_string().into_bytes()))
+            .collect();
+        assert!(elements == expected, "{key}: every element once, in order");
+    }
+    assert!(moved >= 2, "connections moved {moved} times under load");
 }
 
 /// `INFO shaledb` shows the engine's space and its cleaner (docs/SERVER.md, "Operations").

@@ -98,8 +98,8 @@ pub struct ServeArgs {
     /// the value cache; 0: none, at most 64 [default: 16].
     #[arg(long, env = "SHALE_INDEX_VALUE_BYTES_MAX")]
     pub index_value_bytes_max: Option<usize>,
-    /// Threads that serve clients, each its own share of the connections [default: one per
-    /// core].
+    /// Most threads that serve clients; connections are spread over as many of them as serve
+    /// the most requests under the load of the moment [default: one per core].
     #[arg(long, env = "SHALE_NETWORK_THREADS")]
     pub network_threads: Option<usize>,
 }

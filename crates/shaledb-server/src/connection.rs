@@ -15,6 +15,7 @@ use crate::combiner::Finished;
 use crate::commands::{takes_streamed_value, PipelineRun, Request, Session, Shared, Waiter};
 use crate::config::Executor;
 use crate::keyspace::{StagedBlob, Upload, CHUNK_BYTES};
+use crate::network_threads::{ConnectionTask, NetworkThreads, Placement};
 use crate::resp::{
     continue_request, parse_request, Frame, Output, Part, ProtocolError, Reply, RequestLimits,
 };
@@ -48,44 +49,94 @@ enum Close {
     /// The server could not do its part (a long value it could not store or read): logged as
     /// an error.
     Failed(String),
+    /// Not an end: the connection goes on on another network thread (`network_threads`).
+    Move(Placement),
 }
 
-/// Serves one client until it is done; `_permit` is its maxclients slot.
-pub async fn serve_client(
+/// Serves one client until it is done; `permit` is its maxclients slot.
+pub fn serve_client(
     shared: Arc<Shared>,
-    mut stream: TcpStream,
+    network: Arc<NetworkThreads>,
+    stream: TcpStream,
+    placement: Placement,
     peer: SocketAddr,
-    _permit: ClientSlot,
-    mut shutdown: watch::Receiver<bool>,
-) {
+    permit: ClientSlot,
+    shutdown: watch::Receiver<bool>,
+) -> ConnectionTask {
     let _ = stream.set_nodelay(true);
     shared.connected_clients.fetch_add(1, Ordering::Relaxed);
     shared.metrics.connections.inc();
     let session = shared.new_session();
-    let id = session.id;
-    tracing::debug!(client = id, %peer, "client connected");
-    let mut client = Client {
+    tracing::debug!(client = session.id, %peer, "client connected");
+    let client = Client {
         shared: shared.clone(),
         session: Some(session),
         input: BytesMut::new(),
         partial: None,
         charge: BufferCharge::new(shared.buffer_budget.clone()),
     };
-    let close = client.serve(&mut stream, &mut shutdown).await;
-    match close {
-        Close::Limit(reason) => {
-            shared.metrics.clients_closed_by_limit.inc();
-            tracing::warn!(client = id, %peer, %reason, "closing client: limit exceeded");
+    let connection = Connection {
+        client,
+        network,
+        peer,
+        _permit: permit,
+        shutdown,
+    };
+    run_connection(connection, stream, placement)
+}
+
+/// What a connection keeps when it moves to another network thread.
+struct Connection {
+    client: Client,
+    network: Arc<NetworkThreads>,
+    peer: SocketAddr,
+    /// Its maxclients slot, held until it ends.
+    _permit: ClientSlot,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Serves `connection` on the thread of `placement` until it ends or moves on.
+fn run_connection(
+    mut connection: Connection,
+    mut stream: TcpStream,
+    placement: Placement,
+) -> ConnectionTask {
+    Box::pin(async move {
+        let close = connection
+            .client
+            .serve(
+                &mut stream,
+                &mut connection.shutdown,
+                &connection.network,
+                placement,
+            )
+            .await;
+        let (shared, id, peer) = (
+            connection.client.shared.clone(),
+            connection.client.id(),
+            connection.peer,
+        );
+        match close {
+            Close::Move(home) => {
+                let network = connection.network.clone();
+                return network.move_to(home, stream, move |stream, placement| {
+                    run_connection(connection, stream, placement)
+                });
+            }
+            Close::Limit(reason) => {
+                shared.metrics.clients_closed_by_limit.inc();
+                tracing::warn!(client = id, %peer, %reason, "closing client: limit exceeded");
+            }
+            Close::Failed(reason) => {
+                tracing::error!(client = id, %peer, %reason, "closing client");
+            }
+            Close::Gone | Close::Done => {}
         }
-        Close::Failed(reason) => {
-            tracing::error!(client = id, %peer, %reason, "closing client");
-        }
-        Close::Gone | Close::Done => {}
-    }
-    let _ = stream.shutdown().await;
-    shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
-    shared.metrics.connections.dec();
-    tracing::debug!(client = id, %peer, "client disconnected");
+        let _ = stream.shutdown().await;
+        shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        shared.metrics.connections.dec();
+        tracing::debug!(client = id, %peer, "client disconnected");
+    })
 }
 
 struct Client {
@@ -155,10 +206,14 @@ impl Client {
         }
     }
 
+    /// Serves requests until the connection ends, or (between two pipelines) until its place is
+    /// on another network thread than `placement`'s.
     async fn serve(
         &mut self,
         stream: &mut TcpStream,
         shutdown: &mut watch::Receiver<bool>,
+        network: &NetworkThreads,
+        placement: Placement,
     ) -> Close {
         let mut pending = VecDeque::new();
         loop {
@@ -218,6 +273,13 @@ impl Client {
             if one_only && ran {
                 // More complete requests may wait in the input, to be read under new limits.
                 continue;
+            }
+            if self.partial.is_none() {
+                // Nothing is half done: every reply is written, every request before the bytes
+                // buffered has run.
+                if let Some(home) = network.new_home(placement) {
+                    return Close::Move(home);
+                }
             }
             if let Err(close) = self.make_room() {
                 return close;

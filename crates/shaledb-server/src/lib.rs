@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use clients::ClientSlots;
 use commands::Shared;
 pub use config::{Config, KvdbArgs, ServeArgs};
-use network_threads::NetworkThreads;
+use network_threads::{Balance, NetworkThreads};
 use shaledb::{Db, Options};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,8 +63,9 @@ pub fn serve(config: Config) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let network = Arc::new(NetworkThreads::start(config.network_threads)?);
-    runtime.block_on(run(config, network))
+    let balance = Arc::new(Balance::new(config.network_threads));
+    let network = Arc::new(NetworkThreads::start(balance.clone())?);
+    runtime.block_on(run(config, network, balance))
 }
 
 /// Client buffers of 1 MiB or more come from their own mappings, given back to the system when
@@ -89,7 +90,7 @@ impl Readiness {
     }
 }
 
-async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
+async fn run(config: Config, network: Arc<NetworkThreads>, balance: Arc<Balance>) -> Result<()> {
     let options = Options {
         durability: config.durability,
         cache_bytes: config.cache_bytes,
@@ -113,7 +114,7 @@ async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
         .with_context(|| format!("listening on {}", config.bind))?;
     let shared = {
         let (db, config) = (db.clone(), config.clone());
-        tokio::task::spawn_blocking(move || Shared::new(db, config))
+        tokio::task::spawn_blocking(move || Shared::new(db, config, balance))
             .await?
             .map_err(|failure| {
                 anyhow::anyhow!("opening the Redis databases: {}", failure_text(failure))
@@ -121,6 +122,14 @@ async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
     };
     let shared = Arc::new(shared);
     tokio::spawn(expire_keys(shared.clone()));
+    {
+        let shared = shared.clone();
+        tokio::spawn(
+            network
+                .clone()
+                .balance(move || shared.metrics.commands_processed()),
+        );
+    }
     let readiness = Arc::new(Readiness(AtomicBool::new(false)));
     if let Some(admin_bind) = &config.admin_bind {
         let admin_listener = TcpListener::bind(admin_bind)
@@ -171,8 +180,11 @@ async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
                     match shared.client_slots.try_admit() {
                         Some(slot) => {
                             let (shared, shutdown) = (shared.clone(), shutdown.clone());
-                            network.serve(stream, move |stream| {
-                                connection::serve_client(shared, stream, peer, slot, shutdown)
+                            let threads = network.clone();
+                            network.serve(stream, move |stream, placement| {
+                                connection::serve_client(
+                                    shared, threads, stream, placement, peer, slot, shutdown,
+                                )
                             });
                         }
                         None => {

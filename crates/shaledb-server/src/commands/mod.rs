@@ -29,6 +29,7 @@ use crate::keyspace::{
     Tx, View, STRIPES,
 };
 use crate::metrics::{CommandTally, Metrics};
+use crate::network_threads::Balance;
 use crate::resp::{self, ChunkSource, Reply, StreamedBulk};
 use crate::stripes::{StripeGuard, StripeLock};
 use crate::syncer::Syncer;
@@ -506,6 +507,8 @@ pub struct Shared {
     pub buffer_budget: Arc<BufferBudget>,
     /// `maxclients` in force now (CONFIG SET changes it; `config` keeps the start value).
     pub client_slots: Arc<ClientSlots>,
+    /// How many network threads serve the connections now (`network_threads`).
+    pub network: Arc<Balance>,
     /// The idle timeout in force now (CONFIG SET timeout).
     pub idle_timeout: IdleTimeout,
     /// The longest argument and string (`max_bulk_bytes`, Redis's proto-max-bulk-len), as
@@ -768,12 +771,14 @@ impl Shared {
             ..Default::default()
         };
         let db = Arc::new(Db::open(path, shaledb::Options::default()).unwrap());
-        Shared::new(db, Config::resolve(&kvdb, &args).unwrap())
+        let config = Config::resolve(&kvdb, &args).unwrap();
+        let network = Arc::new(Balance::new(config.network_threads));
+        Shared::new(db, config, network)
     }
 }
 
 impl Shared {
-    pub fn new(db: Arc<Db>, config: Config) -> Result<Shared, Failure> {
+    pub fn new(db: Arc<Db>, config: Config, network: Arc<Balance>) -> Result<Shared, Failure> {
         let blob_ids = BlobIds::new();
         let mut keyspaces = config
             .kvs_names
@@ -814,6 +819,7 @@ impl Shared {
             syncer,
             buffer_budget: BufferBudget::new(config.max_client_buffers_bytes),
             client_slots: ClientSlots::new(config.maxclients),
+            network,
             idle_timeout: IdleTimeout::new(config.idle_timeout),
             max_bulk_bytes: AtomicUsize::new(config.max_bulk_bytes),
             config,

@@ -67,8 +67,11 @@ pub async fn serve(
                     match memcached.slots.try_admit() {
                         Some(slot) => {
                             let (memcached, shutdown) = (memcached.clone(), shutdown.clone());
-                            network.serve(stream, move |stream| {
-                                connection::serve_client(memcached, stream, peer, slot, shutdown)
+                            // memcached's connections stay on the thread they start on.
+                            network.serve(stream, move |stream, _placement| {
+                                Box::pin(connection::serve_client(
+                                    memcached, stream, peer, slot, shutdown,
+                                ))
                             });
                         }
                         None => {
