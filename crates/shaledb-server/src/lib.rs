@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use clients::ClientSlots;
 use commands::Shared;
 pub use config::{Config, KvdbArgs, ServeArgs};
-use network_threads::{Balance, NetworkThreads};
+use network_threads::NetworkThreads;
 use shaledb::{Db, Options};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,9 +63,8 @@ pub fn serve(config: Config) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let balance = Arc::new(Balance::new(config.network_threads));
-    let network = Arc::new(NetworkThreads::start(balance.clone())?);
-    runtime.block_on(run(config, network, balance))
+    let network = Arc::new(NetworkThreads::start(config.network_threads)?);
+    runtime.block_on(run(config, network))
 }
 
 /// Client buffers of 1 MiB or more come from their own mappings, given back to the system when
@@ -90,7 +89,7 @@ impl Readiness {
     }
 }
 
-async fn run(config: Config, network: Arc<NetworkThreads>, balance: Arc<Balance>) -> Result<()> {
+async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
     let options = Options {
         durability: config.durability,
         cache_bytes: config.cache_bytes,
@@ -113,7 +112,7 @@ async fn run(config: Config, network: Arc<NetworkThreads>, balance: Arc<Balance>
         .await
         .with_context(|| format!("listening on {}", config.bind))?;
     let shared = {
-        let (db, config) = (db.clone(), config.clone());
+        let (db, config, balance) = (db.clone(), config.clone(), network.balance());
         tokio::task::spawn_blocking(move || Shared::new(db, config, balance))
             .await?
             .map_err(|failure| {
@@ -127,7 +126,7 @@ async fn run(config: Config, network: Arc<NetworkThreads>, balance: Arc<Balance>
         tokio::spawn(
             network
                 .clone()
-                .balance(move || shared.metrics.commands_processed()),
+                .run_balancer(move || shared.metrics.commands_processed()),
         );
     }
     let readiness = Arc::new(Readiness(AtomicBool::new(false)));

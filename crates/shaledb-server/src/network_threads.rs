@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::runtime::{Builder, Handle};
 
 /// How long the balancer counts the commands served to compare two thread counts.
-pub const BALANCE_PERIOD: Duration = Duration::from_millis(100);
+const BALANCE_PERIOD: Duration = Duration::from_millis(100);
 /// How long connections are given to move before a period is counted.
 const SETTLE: Duration = Duration::from_millis(20);
 /// Periods between two probes of another thread count.
@@ -83,8 +83,10 @@ pub struct NetworkThreads {
 }
 
 impl NetworkThreads {
-    /// Starts `balance.count` threads, each running a runtime of its own until the process ends.
-    pub fn start(balance: Arc<Balance>) -> Result<NetworkThreads> {
+    /// Starts `count` threads (at least one), each running a runtime of its own until the
+    /// process ends.
+    pub fn start(count: usize) -> Result<NetworkThreads> {
+        let balance = Arc::new(Balance::new(count));
         let mut runtimes = Vec::with_capacity(balance.count);
         for _ in 0..balance.count {
             let runtime = Builder::new_current_thread()
@@ -102,6 +104,11 @@ impl NetworkThreads {
             balance,
             next: AtomicUsize::new(0),
         })
+    }
+
+    /// How many threads serve connections now (INFO shows it).
+    pub fn balance(&self) -> Arc<Balance> {
+        self.balance.clone()
     }
 
     /// Serves an accepted connection on its home thread: `serve` gets the stream, registered
@@ -153,16 +160,14 @@ impl NetworkThreads {
 
     /// Every `PROBE_EVERY` periods, tries another thread count for a period and keeps it if it
     /// served more; `served` counts the commands served so far.
-    pub async fn balance(self: Arc<Self>, served: impl Fn() -> u64) {
+    pub async fn run_balancer(self: Arc<Self>, served: impl Fn() -> u64) {
         let count = self.balance.count;
         if count == 1 {
             return;
         }
         let mut grow_next = false;
         loop {
-            for _ in 0..PROBE_EVERY {
-                tokio::time::sleep(BALANCE_PERIOD).await;
-            }
+            tokio::time::sleep(BALANCE_PERIOD * PROBE_EVERY).await;
             let active = self.balance.active.load(Ordering::Relaxed);
             let Some(probe) = probe_target(active, count, grow_next) else {
                 continue;
