@@ -10,6 +10,7 @@
 
 use crate::checkpoint::{self, CheckpointEncoder};
 use crate::error::Result;
+use crate::index::WALK_CHUNK_KEYS;
 use crate::log::LogHead;
 use crate::media::{MediaClass, WritePurpose};
 use crate::segment::{HeadKind, SegmentId};
@@ -18,9 +19,6 @@ use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Index entries copied per read-lock hold while writing a checkpoint.
-const SCAN_CHUNK_KEYS: usize = 4096;
 
 /// A checkpoint waits for at least this many times the last one's size in client writes, so
 /// checkpoints of a large index cost at most an eighth of what clients write (with 4,000,000
@@ -108,7 +106,7 @@ impl Checkpointer {
         for kvs in store.kvs.all() {
             encoder.begin_kvs(kvs.id);
             kvs.index
-                .for_each_newest(SCAN_CHUNK_KEYS, |key, entry, value| {
+                .for_each_newest(WALK_CHUNK_KEYS, |key, entry, value| {
                     encoder.entry(key, &entry, value)
                 });
             encoder.end_kvs();

@@ -19,6 +19,8 @@ pub struct Counters {
     pub cleaner_segments_cleaned: Counter,
     pub cleaner_bytes_copied: Counter,
     pub cleaner_tombstones_dropped: Counter,
+    /// Victims whose live records the cleaner told by one walk of the indexes instead.
+    pub cleaner_index_walks: Counter,
     /// Sum over cleaned segments of their live fraction when picked, in millionths.
     pub cleaner_live_fraction_micros: Counter,
     pub sorted_ranges: Counter,

@@ -31,6 +31,9 @@ pub const SCAN_BATCH_RECORDS_MAX: usize = 64;
 /// Most scattered key ranges `Options::sort_queue_ranges` may keep waiting for the sorter (each
 /// holds a key: at most 64 MiB of keys).
 pub const SORT_QUEUE_RANGES_MAX: usize = 1 << 16;
+/// Most records of a victim the cleaner tells live by one walk of the indexes (which holds one
+/// offset per live version: at most 16 MiB) rather than by index lookups.
+pub const CLEANER_WALK_RECORDS_MAX: u64 = 4 << 20;
 /// Smallest bound of the warm-keys file other than 0 (none): a page, which lists a few hundred
 /// keys.
 pub const WARM_KEYS_BYTES_MIN: u64 = PAGE_BYTES as u64;

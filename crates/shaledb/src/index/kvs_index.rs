@@ -244,9 +244,14 @@ impl KvsIndex {
                 ControlFlow::Continue(())
             },
         );
+        self.for_each_old_version(|key, entry| visit(key, entry, None));
+    }
+
+    /// Every older version kept for a snapshot.
+    pub fn for_each_old_version(&self, mut visit: impl FnMut(&[u8], Entry)) {
         for (key, versions) in &self.old {
             for version in versions {
-                visit(key, version.entry, None);
+                visit(key, version.entry);
             }
         }
     }

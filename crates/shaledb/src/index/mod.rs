@@ -10,4 +10,4 @@ mod partitioned;
 
 pub use entry::{keeps_value, Entry, Key};
 pub use kvs_index::{KvsIndex, Liveness, RangeSize};
-pub use partitioned::PartitionedIndex;
+pub use partitioned::{PartitionedIndex, WALK_CHUNK_KEYS};

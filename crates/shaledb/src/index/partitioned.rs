@@ -16,6 +16,9 @@ use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
 /// Partitions per KVS. Enough that two writers (or a writer and a reader) rarely meet in one,
 /// few enough that a merged range read asks each for only a handful of keys.
 pub const PARTITIONS: usize = 16;
+/// Index entries a walk of a whole index (a checkpoint's, the cleaner's) reads per hold of a
+/// partition's read lock: a writer to that partition waits for at most this many.
+pub const WALK_CHUNK_KEYS: usize = 4096;
 const _: () = assert!(
     PARTITIONS <= u32::BITS as usize,
     "a bit of `keeping_old` per partition"
