@@ -387,8 +387,9 @@ impl Cleaner {
                             return Ok(()); // dead for good, as the walk found
                         }
                         let destination = destination_for(kvs.options.media_policy);
+                        let seen_live = walked.is_some();
                         if let Some(to) =
-                            move_version(store, kvs, victim, record, from, destination)?
+                            move_version(store, kvs, victim, record, from, destination, seen_live)?
                         {
                             store.counters.cleaner_bytes_copied.add(u64::from(to.len));
                         }
@@ -415,8 +416,10 @@ impl Cleaner {
 
 /// Moves the version `record`, stored at `from` in `source`, to the cleaner head `destination`
 /// if the index still needs it there (as the newest version, or as one a snapshot sees), and
-/// points the index at the copy. Returns where the copy is, if it moved. Only a job holding the cleaner's
-/// pass lock may call it: it alone appends to cleaner heads.
+/// points the index at the copy. Returns where the copy is, if it moved. `seen_live`: the
+/// caller found the version in the index since its pass began (a walk, the sorter's run), so it
+/// most likely still lives. Only a job holding the cleaner's pass lock may call it: it alone
+/// appends to cleaner heads.
 pub(crate) fn move_version(
     store: &Store,
     kvs: &KvsState,
@@ -424,12 +427,14 @@ pub(crate) fn move_version(
     record: &RecordRef<'_>,
     from: Location,
     destination: &LogHead,
+    seen_live: bool,
 ) -> Result<Option<Location>> {
     let partition = kvs.index.part(record.key);
     // Most records of a victim are dead, and a dead version never becomes needed again (the
     // index only drops versions): a read lock tells, without stopping the partition's readers
-    // or queueing behind its writers, as the write lock below would for every record.
-    if partition.read().liveness(record.key, record.seqno, from) == Liveness::Dead {
+    // or queueing behind its writers, as the write lock below would for every record. A
+    // version seen live lately skips it: the write lock below asks anyway.
+    if !seen_live && partition.read().liveness(record.key, record.seqno, from) == Liveness::Dead {
         return Ok(None);
     }
     // Any roll or flush happens now, before the index lock (only the pass lock's holder appends

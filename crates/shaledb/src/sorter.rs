@@ -134,9 +134,15 @@ impl Sorter {
         {
             let bytes = bytes?;
             let record = store.checked_record(segment, kvs.id, key, *entry, &bytes)?;
-            if let Some(to) =
-                move_version(store, &kvs, segment, &record, entry.location, destination)?
-            {
+            if let Some(to) = move_version(
+                store,
+                &kvs,
+                segment,
+                &record,
+                entry.location,
+                destination,
+                true,
+            )? {
                 rewritten += u64::from(to.len);
             }
         }
