@@ -443,18 +443,19 @@ pub(crate) fn move_version(
     // Holding the key's index partition lock across the append makes the move a
     // compare-and-swap: a concurrent overwrite either happened before (the record is dead) or
     // waits.
-    let mut index = partition.write();
-    let kind = match index.liveness(record.key, record.seqno, from) {
-        Liveness::Dead => return Ok(None),
-        Liveness::Newest => RecordKind::Put,
-        Liveness::Snapshot => RecordKind::SnapshotCopy,
+    let moved = partition
+        .write()
+        .relocate_with(record.key, record.seqno, from, |liveness| {
+            // Told `Newest` or `Snapshot`: a dead version is not copied.
+            let kind = match liveness {
+                Liveness::Snapshot => RecordKind::SnapshotCopy,
+                Liveness::Newest | Liveness::Dead => RecordKind::Put,
+            };
+            copy_record(destination, record, kind)
+        })?;
+    let Some(to) = moved else {
+        return Ok(None);
     };
-    let to = copy_record(destination, record, kind)?;
-    let moved = index.relocate(record.key, record.seqno, from, to);
-    debug_assert!(
-        moved,
-        "the index lock is held, so the version cannot have changed"
-    );
     source.sub_live(u64::from(from.len));
     if let Some(segment) = store.segments.get(to.segment) {
         segment.add_live(u64::from(to.len));

@@ -10,6 +10,7 @@
 
 use super::entry::Entry;
 use super::leaf::{Leaf, Slot, LEAF_BYTES_MAX};
+use crate::segment::Location;
 use crate::short_bytes::ShortBytes;
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
@@ -112,24 +113,37 @@ impl PackedMap {
         true
     }
 
-    /// Makes `new` the entry of `key` if its entry is `expected` (a compare-and-swap in one
-    /// search), keeping the value kept with it: `new` is the same version, moved. Returns
-    /// whether it did.
-    pub fn relocate_if(&mut self, key: &[u8], expected: Entry, new: Entry) -> bool {
+    /// If the entry of `key` is `expected`, moves it to the location `move_to` returns (a
+    /// compare-and-swap in one search, the copy made between the compare and the swap), keeping
+    /// the value kept with it. Returns the new location, or `None` if the entry was not
+    /// `expected` (and `move_to` was not called).
+    pub fn relocate_with<E>(
+        &mut self,
+        key: &[u8],
+        expected: Entry,
+        move_to: impl FnOnce() -> Result<Location, E>,
+    ) -> Result<Option<Location>, E> {
         let Some((fence, leaf)) = leaf_containing(&mut self.leaves, key) else {
-            return false;
+            return Ok(None);
         };
         let Ok(at) = leaf.search(&key[usize::from(leaf.prefix_len)..]) else {
-            return false;
+            return Ok(None);
         };
         if leaf.entry(at) != expected {
-            return false;
+            return Ok(None);
         }
-        leaf.relocate(at, new);
+        let location = move_to()?;
+        leaf.relocate(
+            at,
+            Entry {
+                location,
+                seqno: expected.seqno,
+            },
+        );
         if let Some(fence) = leaf.is_oversized().then(|| fence.clone()) {
             self.split(&fence);
         }
-        true
+        Ok(Some(location))
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {

@@ -211,7 +211,10 @@ proptest! {
                         _ => entry(n ^ 1),
                     };
                     let moved = Entry { location: entry(n).location, seqno: expected.seqno };
-                    let swapped = map.relocate_if(&key, expected, moved);
+                    let swapped = map
+                        .relocate_with(&key, expected, || Ok::<_, ()>(moved.location))
+                        .unwrap()
+                        .is_some();
                     prop_assert_eq!(swapped, current == Some(expected));
                     if swapped {
                         model.get_mut(&key).expect("swapped").0 = moved;
