@@ -362,3 +362,73 @@ fn a_delayed_flush_all_empties_the_cache_when_its_time_comes() {
         "CLIENT_ERROR invalid exptime argument\r\n"
     );
 }
+
+/// Under `sync` a set is acknowledged once the syncer has made it durable (with every other
+/// connection's writes of the moment, off the network thread): writers on plain and pipelined
+/// connections, the server killed with SIGKILL while they write, and every acknowledged item
+/// is there after a restart.
+#[test]
+fn kill_9_loses_no_acknowledged_memcached_set_under_sync_durability() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let memcached = ["--memcached", "127.0.0.1:0"];
+    let server = Server::start(&db, &[&["--durability", "sync"][..], &memcached].concat());
+    let address = memcached_address(&server);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let (address, sender) = (address.clone(), sender.clone());
+            // Writer 0 pipelines eight sets per write; the others send one at a time.
+            let pipeline = if writer == 0 { 8 } else { 1 };
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(address).unwrap();
+                let mut replies = BufReader::new(stream.try_clone().unwrap());
+                for round in 0.. {
+                    let keys: Vec<String> = (0..pipeline)
+                        .map(|index| format!("w{writer}r{round}i{index}"))
+                        .collect();
+                    let mut command = Vec::new();
+                    for key in &keys {
+                        command.extend_from_slice(
+                            format!("set {key} 0 0 {}\r\n{key}\r\n", key.len()).as_bytes(),
+                        );
+                    }
+                    if stream.write_all(&command).is_err() {
+                        return;
+                    }
+                    for key in keys {
+                        let mut line = String::new();
+                        match replies.read_line(&mut line) {
+                            Ok(_) if line == "STORED\r\n" => sender.send(key).unwrap(),
+                            _ => return,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(sender);
+    std::thread::sleep(Duration::from_millis(400));
+    drop(server); // SIGKILL, then reap.
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let acknowledged: Vec<String> = receiver.iter().collect();
+    assert!(acknowledged.len() > 100, "only {} sets", acknowledged.len());
+    let restarted = Server::start(&db, &memcached);
+    let mut client = TcpStream::connect(memcached_address(&restarted)).unwrap();
+    let mut replies = BufReader::new(client.try_clone().unwrap());
+    for key in &acknowledged {
+        client
+            .write_all(format!("get {key}\r\n").as_bytes())
+            .unwrap();
+        let mut reply = String::new();
+        while !reply.ends_with("END\r\n") {
+            let read = replies.read_line(&mut reply).unwrap();
+            assert!(read > 0, "the server closed the connection at {key}");
+        }
+        let expected = format!("VALUE {key} 0 {}\r\n{key}\r\nEND\r\n", key.len());
+        assert_eq!(reply, expected, "acknowledged {key} was lost");
+    }
+}

@@ -247,6 +247,7 @@ async fn start_memcached(
         .with_context(|| format!("opening memcached's KVS {:?}", config.memcached_kvs))?;
     let memcached = Arc::new(memcached::Memcached {
         items: memcached::Items::new(db.clone(), kvs),
+        syncer: shared.syncer.clone(),
         slots,
         buffer_budget: shared.buffer_budget.clone(),
         max_output_bytes: config.max_output_bytes,

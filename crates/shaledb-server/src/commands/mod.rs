@@ -502,7 +502,7 @@ pub struct Shared {
     /// Bounds how many pipelines run at once on the blocking pool (`Executor::Pool`).
     pub pool_slots: Arc<tokio::sync::Semaphore>,
     /// Syncs the log for pipelines whose commits deferred their durability wait.
-    pub syncer: Syncer,
+    pub syncer: Arc<Syncer>,
     /// What all clients' buffers may hold together.
     pub buffer_budget: Arc<BufferBudget>,
     /// `maxclients` in force now (CONFIG SET changes it; `config` keeps the start value).
@@ -816,7 +816,7 @@ impl Shared {
             db,
             keyspaces,
             pool_slots: Arc::new(tokio::sync::Semaphore::new(config.pool_threads)),
-            syncer,
+            syncer: Arc::new(syncer),
             buffer_budget: BufferBudget::new(config.max_client_buffers_bytes),
             client_slots: ClientSlots::new(config.maxclients),
             network,

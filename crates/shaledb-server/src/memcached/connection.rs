@@ -8,9 +8,11 @@ use crate::clients::ClientSlot;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::{Buf, Bytes, BytesMut};
+use shaledb::SyncPoint;
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,6 +42,28 @@ struct Parsed {
     consumed: usize,
 }
 
+/// Replies not yet sent, and where the log must be durable before they may be: the writes
+/// they acknowledge, under `sync` durability (an empty point under the other modes).
+#[derive(Default)]
+struct Output {
+    replies: BytesMut,
+    unsynced: SyncPoint,
+}
+
+impl Deref for Output {
+    type Target = BytesMut;
+
+    fn deref(&self) -> &BytesMut {
+        &self.replies
+    }
+}
+
+impl DerefMut for Output {
+    fn deref_mut(&mut self) -> &mut BytesMut {
+        &mut self.replies
+    }
+}
+
 /// What the input holds next.
 enum Next {
     Command(Parsed),
@@ -61,7 +85,7 @@ pub async fn serve_client(
     let _ = stream.set_nodelay(true);
     let mut charge = BufferCharge::new(memcached.buffer_budget.clone());
     let mut input = BytesMut::with_capacity(READ_BYTES);
-    let mut output = BytesMut::new();
+    let mut output = Output::default();
     let mut skipping = 0usize;
     loop {
         // Run every whole command the input holds, writing replies as they pile up.
@@ -82,7 +106,7 @@ pub async fn serve_client(
                 }
                 Next::Broken(reply) => {
                     output.extend_from_slice(reply.as_bytes());
-                    let _ = stream.write_all(&output).await;
+                    write(&memcached, &mut stream, &mut output).await;
                     return;
                 }
                 Next::Command(parsed) => {
@@ -93,7 +117,7 @@ pub async fn serve_client(
                         return;
                     }
                     if quit {
-                        let _ = stream.write_all(&output).await;
+                        write(&memcached, &mut stream, &mut output).await;
                         return;
                     }
                     if output.len() >= FLUSH_BYTES
@@ -130,8 +154,23 @@ pub async fn serve_client(
     }
 }
 
-async fn write(memcached: &Memcached, stream: &mut TcpStream, output: &mut BytesMut) -> bool {
-    let written = tokio::time::timeout(memcached.output_stall_timeout, stream.write_all(output));
+/// Sends the replies once the writes they acknowledge are durable (the syncer serves every
+/// connection waiting meanwhile with one fdatasync, and the network thread serves its other
+/// clients); returns false if the client is to be closed: the sync failed (the replies are
+/// withheld) or the client stopped reading.
+async fn write(memcached: &Memcached, stream: &mut TcpStream, output: &mut Output) -> bool {
+    if let Err(reason) = memcached
+        .syncer
+        .wait(std::mem::take(&mut output.unsynced))
+        .await
+    {
+        tracing::error!(%reason, "closing memcached client: its replies are withheld");
+        return false;
+    }
+    let written = tokio::time::timeout(
+        memcached.output_stall_timeout,
+        stream.write_all(&output.replies),
+    );
     let ok = matches!(written.await, Ok(Ok(())));
     output.clear();
     ok
@@ -205,13 +244,13 @@ const ERROR: &str = "ERROR\r\n";
 const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format\r\n";
 
 /// Runs one command, appending its reply; returns whether the client asked to quit.
-fn run(memcached: &Memcached, tokens: &[Bytes], data: Option<Bytes>, out: &mut BytesMut) -> bool {
+fn run(memcached: &Memcached, tokens: &[Bytes], data: Option<Bytes>, out: &mut Output) -> bool {
     let Some(name) = tokens.first() else {
         out.extend_from_slice(ERROR.as_bytes());
         return false;
     };
     let args = &tokens[1..];
-    if let Err(error) = memcached.items.flush_if_due() {
+    if let Err(error) = memcached.items.flush_if_due(&mut out.unsynced) {
         report(error, out);
         return false;
     }
@@ -316,7 +355,7 @@ fn retrieve(
     keys: &[Bytes],
     with_cas: bool,
     touch_to: Option<i64>,
-    out: &mut BytesMut,
+    out: &mut Output,
 ) -> Outcome {
     if keys.is_empty() {
         reply(out, ERROR);
@@ -338,7 +377,9 @@ fn retrieve(
         let item = match touch_to {
             Some(exptime) => {
                 Stats::add(&stats.cmd_touch);
-                memcached.items.touch(key, expiry_of(exptime))?
+                memcached
+                    .items
+                    .touch(key, expiry_of(exptime), &mut out.unsynced)?
             }
             None => memcached.items.get(key)?,
         };
@@ -367,7 +408,7 @@ fn store(
     args: &[Bytes],
     data: Option<Bytes>,
     mode: Mode,
-    out: &mut BytesMut,
+    out: &mut Output,
 ) -> Outcome {
     let cas_arg = usize::from(matches!(mode, Mode::Cas(_)));
     let (required, noreply) = match args.len() {
@@ -401,9 +442,14 @@ fn store(
         return Ok(());
     }
     Stats::add(&memcached.stats.cmd_set);
-    let stored = memcached
-        .items
-        .store(&required[0], mode, flags, expiry_of(exptime), data)?;
+    let stored = memcached.items.store(
+        &required[0],
+        mode,
+        flags,
+        expiry_of(exptime),
+        data,
+        &mut out.unsynced,
+    )?;
     if !noreply {
         reply(
             out,
@@ -426,7 +472,7 @@ fn split_noreply(args: &[Bytes]) -> (&[Bytes], bool) {
     }
 }
 
-fn delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
+fn delete(memcached: &Memcached, args: &[Bytes], out: &mut Output) -> Outcome {
     let (args, noreply) = split_noreply(args);
     // memcached still accepts a hold time of 0 after the key.
     let key = match args {
@@ -448,7 +494,7 @@ fn delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome 
         reply(out, BAD_FORMAT);
         return Ok(());
     }
-    let deleted = memcached.items.delete(key, None)?;
+    let deleted = memcached.items.delete(key, None, &mut out.unsynced)?;
     if !noreply {
         reply(
             out,
@@ -461,7 +507,7 @@ fn delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome 
     Ok(())
 }
 
-fn arithmetic(memcached: &Memcached, args: &[Bytes], incr: bool, out: &mut BytesMut) -> Outcome {
+fn arithmetic(memcached: &Memcached, args: &[Bytes], incr: bool, out: &mut Output) -> Outcome {
     let (args, noreply) = split_noreply(args);
     let [key, delta] = args else {
         reply(out, ERROR);
@@ -475,7 +521,9 @@ fn arithmetic(memcached: &Memcached, args: &[Bytes], incr: bool, out: &mut Bytes
         reply(out, "CLIENT_ERROR invalid numeric delta argument\r\n");
         return Ok(());
     };
-    let counted = memcached.items.count(key, incr, delta, None, None)?;
+    let counted = memcached
+        .items
+        .count(key, incr, delta, None, None, &mut out.unsynced)?;
     match counted {
         Counted::NotANumber => reply(
             out,
@@ -491,7 +539,7 @@ fn arithmetic(memcached: &Memcached, args: &[Bytes], incr: bool, out: &mut Bytes
     Ok(())
 }
 
-fn touch(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
+fn touch(memcached: &Memcached, args: &[Bytes], out: &mut Output) -> Outcome {
     let (args, noreply) = split_noreply(args);
     let [key, exptime] = args else {
         reply(out, ERROR);
@@ -502,7 +550,9 @@ fn touch(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
         return Ok(());
     };
     Stats::add(&memcached.stats.cmd_touch);
-    let touched = memcached.items.touch(key, expiry_of(exptime))?;
+    let touched = memcached
+        .items
+        .touch(key, expiry_of(exptime), &mut out.unsynced)?;
     if !noreply {
         reply(
             out,
@@ -516,7 +566,7 @@ fn touch(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
     Ok(())
 }
 
-fn flush_all(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
+fn flush_all(memcached: &Memcached, args: &[Bytes], out: &mut Output) -> Outcome {
     let (args, noreply) = split_noreply(args);
     let delay = match args {
         [] => 0,
@@ -539,7 +589,7 @@ fn flush_all(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outco
     } else {
         0
     };
-    memcached.items.flush_at(at)?;
+    memcached.items.flush_at(at, &mut out.unsynced)?;
     if !noreply {
         reply(out, "OK\r\n");
     }
@@ -676,7 +726,7 @@ impl MetaFlags<'_> {
 
 const INVALID_FLAG: &str = "CLIENT_ERROR invalid flag\r\n";
 
-fn meta_get(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
+fn meta_get(memcached: &Memcached, args: &[Bytes], out: &mut Output) -> Outcome {
     let Some((key, rest)) = args.split_first().filter(|(key, _)| valid_key(key)) else {
         reply(out, BAD_FORMAT);
         return Ok(());
@@ -697,7 +747,9 @@ fn meta_get(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcom
     let item = match new_ttl {
         Some(exptime) => {
             Stats::add(&memcached.stats.cmd_touch);
-            memcached.items.touch(&stored_key, expiry_of(exptime))?
+            memcached
+                .items
+                .touch(&stored_key, expiry_of(exptime), &mut out.unsynced)?
         }
         None => memcached.items.get(&stored_key)?,
     };
@@ -721,7 +773,7 @@ fn meta_set(
     memcached: &Memcached,
     args: &[Bytes],
     data: Option<Bytes>,
-    out: &mut BytesMut,
+    out: &mut Output,
 ) -> Outcome {
     let (Some(key), Some(data)) = (args.first().filter(|key| valid_key(key)), data) else {
         reply(out, BAD_FORMAT);
@@ -776,6 +828,7 @@ fn meta_set(
         client_flags.unwrap_or(0),
         expiry_of(exptime.unwrap_or(0)),
         data,
+        &mut out.unsynced,
     )?;
     let (code, cas) = match stored {
         StoreReply::Stored(cas) => ("HD", Some(cas)),
@@ -797,7 +850,7 @@ fn meta_set(
     Ok(())
 }
 
-fn meta_delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
+fn meta_delete(memcached: &Memcached, args: &[Bytes], out: &mut Output) -> Outcome {
     let Some((key, rest)) = args.split_first().filter(|(key, _)| valid_key(key)) else {
         reply(out, BAD_FORMAT);
         return Ok(());
@@ -813,7 +866,10 @@ fn meta_delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Out
         reply(out, BAD_FORMAT);
         return Ok(());
     };
-    let code = match memcached.items.delete(&stored_key, compare)? {
+    let code = match memcached
+        .items
+        .delete(&stored_key, compare, &mut out.unsynced)?
+    {
         StoreReply::Stored(_) => "HD",
         StoreReply::Exists => "EX",
         StoreReply::NotFound | StoreReply::NotStored => "NF",
@@ -825,7 +881,7 @@ fn meta_delete(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Out
     Ok(())
 }
 
-fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) -> Outcome {
+fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut Output) -> Outcome {
     let Some((key, rest)) = args.split_first().filter(|(key, _)| valid_key(key)) else {
         reply(out, BAD_FORMAT);
         return Ok(());
@@ -861,9 +917,14 @@ fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) ->
         }
     };
     let vivify = vivify.map(|exptime| (initial.unwrap_or(0), expiry_of(exptime)));
-    let counted = memcached
-        .items
-        .count(&stored_key, incr, delta.unwrap_or(1), vivify, compare)?;
+    let counted = memcached.items.count(
+        &stored_key,
+        incr,
+        delta.unwrap_or(1),
+        vivify,
+        compare,
+        &mut out.unsynced,
+    )?;
     let item = match counted {
         Counted::Value(item) => item,
         Counted::NotANumber => {
@@ -887,7 +948,7 @@ fn meta_arithmetic(memcached: &Memcached, args: &[Bytes], out: &mut BytesMut) ->
     let item = match new_ttl {
         Some(exptime) => memcached
             .items
-            .touch(&stored_key, expiry_of(exptime))?
+            .touch(&stored_key, expiry_of(exptime), &mut out.unsynced)?
             .unwrap_or(item),
         None => item,
     };

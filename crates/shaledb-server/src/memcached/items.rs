@@ -8,7 +8,7 @@
 
 use crate::stripes::{key_hash, StripeGuard, StripeLock};
 use bytes::{Bytes, BytesMut};
-use shaledb::{Db, Kvs, WriteBatch};
+use shaledb::{Db, Kvs, SyncPoint, WriteBatch};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -190,6 +190,7 @@ impl Items {
         flags: u32,
         expires_at: u64,
         data: Bytes,
+        unsynced: &mut SyncPoint,
     ) -> Result<StoreReply> {
         let _guard = self.lock(key);
         // A set replaces whatever is there, unread (a damaged record included).
@@ -223,13 +224,18 @@ impl Items {
             cas,
             data,
         };
-        self.kvs.put(key, item.encode())?;
+        self.put(key, &item, unsynced)?;
         Ok(StoreReply::Stored(cas))
     }
 
     /// Deletes the item at `key` (with `cas`, only if its CAS unique is that); returns what
     /// happened as a storage result (`Stored` for deleted).
-    pub fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreReply> {
+    pub fn delete(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+        unsynced: &mut SyncPoint,
+    ) -> Result<StoreReply> {
         let _guard = self.lock(key);
         let Some(item) = self.get(key)? else {
             return Ok(StoreReply::NotFound);
@@ -237,7 +243,9 @@ impl Items {
         if cas.is_some_and(|unique| unique != item.cas) {
             return Ok(StoreReply::Exists);
         }
-        self.kvs.delete(key)?;
+        let mut batch = WriteBatch::new();
+        batch.delete(&self.kvs, key);
+        self.write(batch, unsynced)?;
         Ok(StoreReply::Stored(item.cas))
     }
 
@@ -250,6 +258,7 @@ impl Items {
         delta: u64,
         vivify: Option<(u64, u64)>,
         cas: Option<u64>,
+        unsynced: &mut SyncPoint,
     ) -> Result<Counted> {
         let _guard = self.lock(key);
         let Some(item) = self.get(key)? else {
@@ -262,7 +271,7 @@ impl Items {
                 cas: self.cas(),
                 data: Bytes::from(initial.to_string()),
             };
-            self.kvs.put(key, item.encode())?;
+            self.put(key, &item, unsynced)?;
             return Ok(Counted::Value(item));
         };
         if cas.is_some_and(|unique| unique != item.cas) {
@@ -285,35 +294,40 @@ impl Items {
             data: Bytes::from(value.to_string()),
             ..item
         };
-        self.kvs.put(key, updated.encode())?;
+        self.put(key, &updated, unsynced)?;
         Ok(Counted::Value(updated))
     }
 
     /// Sets the item's expiry; returns the item as it is after, if there is one.
-    pub fn touch(&self, key: &[u8], expires_at: u64) -> Result<Option<Item>> {
+    pub fn touch(
+        &self,
+        key: &[u8],
+        expires_at: u64,
+        unsynced: &mut SyncPoint,
+    ) -> Result<Option<Item>> {
         let _guard = self.lock(key);
         let Some(mut item) = self.get(key)? else {
             return Ok(None);
         };
         item.expires_at = expires_at;
-        self.kvs.put(key, item.encode())?;
+        self.put(key, &item, unsynced)?;
         Ok(Some(item))
     }
 
     /// `flush_all`: deletes every item now (`at_ms` not in the future), or once `at_ms` (unix
     /// ms) has come; either replaces a delayed flush not yet done, as in memcached.
-    pub fn flush_at(&self, at_ms: u64) -> Result<()> {
+    pub fn flush_at(&self, at_ms: u64, unsynced: &mut SyncPoint) -> Result<()> {
         if at_ms > now_ms() {
             self.flush_at.store(at_ms, Ordering::Release);
             return Ok(());
         }
         self.flush_at.store(0, Ordering::Release);
-        self.flush()
+        self.flush(unsynced)
     }
 
     /// Runs a delayed flush whose time has come: before every command (so none reads an item
     /// it removes) and from the expirer (so an idle server flushes too).
-    pub fn flush_if_due(&self) -> Result<()> {
+    pub fn flush_if_due(&self, unsynced: &mut SyncPoint) -> Result<()> {
         let at = self.flush_at.load(Ordering::Acquire);
         if at == 0 || now_ms() < at {
             return Ok(());
@@ -323,19 +337,34 @@ impl Items {
             .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            self.flush()?;
+            self.flush(unsynced)?;
         }
         Ok(())
     }
 
     /// Deletes every item, in one batch: one prefix delete per byte a key may start with (the
     /// engine takes no empty prefix).
-    fn flush(&self) -> Result<()> {
+    fn flush(&self, unsynced: &mut SyncPoint) -> Result<()> {
         let mut batch = WriteBatch::new();
         for first in 0..=u8::MAX {
             batch.prefix_delete(&self.kvs, [first]);
         }
-        self.db.write(batch)?;
+        self.write(batch, unsynced)
+    }
+
+    /// Puts `item` at `key` (see [`Items::write`]).
+    fn put(&self, key: &[u8], item: &Item, unsynced: &mut SyncPoint) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(&self.kvs, key, item.encode());
+        self.write(batch, unsynced)
+    }
+
+    /// Writes `batch` without waiting for the log's fdatasync, merging into `unsynced` where
+    /// the log must be durable before the write is acknowledged (under `sync` durability; an
+    /// empty point otherwise): the connection waits for it through the syncer, with every
+    /// other reply of its pipeline, and never blocks its network thread's other clients.
+    fn write(&self, batch: WriteBatch, unsynced: &mut SyncPoint) -> Result<()> {
+        unsynced.merge(self.db.write_unsynced(batch)?);
         Ok(())
     }
 
@@ -344,6 +373,9 @@ impl Items {
     pub fn expire(&self, resume: &[u8], budget: usize) -> Result<(usize, Option<Vec<u8>>)> {
         let now = now_ms();
         let mut deleted = 0;
+        // No client waits for these deletes: under `sync` they become durable with the next
+        // sync, and an expired item that comes back after a crash still reads as a miss.
+        let mut unacknowledged = SyncPoint::default();
         for (seen, entry) in self.kvs.range(resume.to_vec()..).enumerate() {
             let (key, value) = entry?;
             if seen == budget {
@@ -356,7 +388,9 @@ impl Items {
             // Read again under the lock: a writer may have stored it anew.
             if let Some(value) = self.kvs.get(&key)? {
                 if !Item::decode(&key, value)?.is_live(now) {
-                    self.kvs.delete(&key)?;
+                    let mut batch = WriteBatch::new();
+                    batch.delete(&self.kvs, &key);
+                    self.write(batch, &mut unacknowledged)?;
                     deleted += 1;
                 }
             }
@@ -400,27 +434,40 @@ mod tests {
         let items = open(dir.path());
         let store = |key: &[u8]| {
             items
-                .store(key, Mode::Set, 0, 0, Bytes::from_static(b"x"))
+                .store(
+                    key,
+                    Mode::Set,
+                    0,
+                    0,
+                    Bytes::from_static(b"x"),
+                    &mut SyncPoint::default(),
+                )
                 .unwrap();
         };
         let held = |key: &[u8]| items.get(key).unwrap().is_some();
         store(b"a");
-        items.flush_at(now_ms() + 60_000).unwrap();
-        items.flush_if_due().unwrap();
+        items
+            .flush_at(now_ms() + 60_000, &mut SyncPoint::default())
+            .unwrap();
+        items.flush_if_due(&mut SyncPoint::default()).unwrap();
         assert!(held(b"a"), "flushed before its time");
         // A later flush_all replaces it; what is stored before its time goes too, as in
         // memcached.
-        items.flush_at(now_ms() + 100).unwrap();
+        items
+            .flush_at(now_ms() + 100, &mut SyncPoint::default())
+            .unwrap();
         store(b"b");
         std::thread::sleep(std::time::Duration::from_millis(200));
-        items.flush_if_due().unwrap();
+        items.flush_if_due(&mut SyncPoint::default()).unwrap();
         assert!(!held(b"a") && !held(b"b"), "not flushed once due");
         store(b"c");
-        items.flush_if_due().unwrap();
+        items.flush_if_due(&mut SyncPoint::default()).unwrap();
         assert!(held(b"c"), "a flush that was done ran again");
         // An immediate flush replaces a delayed one still pending.
-        items.flush_at(now_ms() + 60_000).unwrap();
-        items.flush_at(0).unwrap();
+        items
+            .flush_at(now_ms() + 60_000, &mut SyncPoint::default())
+            .unwrap();
+        items.flush_at(0, &mut SyncPoint::default()).unwrap();
         assert!(!held(b"c"));
         assert_eq!(items.flush_at.load(Ordering::Acquire), 0, "still pending");
     }
@@ -442,13 +489,27 @@ mod tests {
             // Writers that read the item first refuse too, rather than overwrite what they
             // cannot read as if it were missing.
             assert!(matches!(
-                items.store(key, Mode::Add, 0, 0, Bytes::from_static(b"x")),
+                items.store(
+                    key,
+                    Mode::Add,
+                    0,
+                    0,
+                    Bytes::from_static(b"x"),
+                    &mut SyncPoint::default()
+                ),
                 Err(ItemError::Damaged(_))
             ));
         }
         // A plain set replaces it unread: the client gives the whole item.
         assert!(matches!(
-            items.store(b"short", Mode::Set, 1, 0, Bytes::from_static(b"new")),
+            items.store(
+                b"short",
+                Mode::Set,
+                1,
+                0,
+                Bytes::from_static(b"new"),
+                &mut SyncPoint::default()
+            ),
             Ok(StoreReply::Stored(_))
         ));
         assert_eq!(items.get(b"short").unwrap().unwrap().data, "new");
@@ -467,6 +528,7 @@ mod tests {
                     0,
                     expires_at,
                     Bytes::from_static(b"v"),
+                    &mut SyncPoint::default(),
                 )
                 .unwrap();
         }

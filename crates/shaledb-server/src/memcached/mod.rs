@@ -13,7 +13,9 @@ mod items;
 use crate::buffers::BufferBudget;
 use crate::clients::ClientSlots;
 use crate::network_threads::NetworkThreads;
+use crate::syncer::Syncer;
 pub use items::Items;
+use shaledb::SyncPoint;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +29,8 @@ const EXPIRE_BATCH_RECORDS: usize = 1000;
 /// What memcached connections share.
 pub struct Memcached {
     pub items: Items,
+    /// The syncer the RESP port uses too: under `sync` durability replies wait for it.
+    pub syncer: Arc<Syncer>,
     pub slots: Arc<ClientSlots>,
     pub buffer_budget: Arc<BufferBudget>,
     pub max_output_bytes: usize,
@@ -101,7 +105,8 @@ async fn expire_items(memcached: Arc<Memcached>) {
         let worker = memcached.clone();
         let from = std::mem::take(&mut resume);
         let step = tokio::task::spawn_blocking(move || {
-            worker.items.flush_if_due()?;
+            // A delayed flush_all was acknowledged when it was asked for, not when it runs.
+            worker.items.flush_if_due(&mut SyncPoint::default())?;
             worker.items.expire(&from, EXPIRE_BATCH_RECORDS)
         })
         .await;
