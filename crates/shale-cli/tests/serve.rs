@@ -798,12 +798,7 @@ fn kill_9_loses_no_acknowledged_write_with_sync_durability() {
             })
             .collect();
         drop(sender);
-        std::thread::sleep(Duration::from_millis(400));
-        drop(server); // SIGKILL, then reap.
-        for writer in writers {
-            writer.join().unwrap();
-        }
-        acknowledged.extend(receiver.iter());
+        acknowledged.extend(server.kill_while_writing(writers, receiver));
         pushed.push((list, pusher.join().unwrap()));
         let restarted = Server::start(&db, &[]);
         let mut client = restarted.connect();

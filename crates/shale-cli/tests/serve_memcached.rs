@@ -409,12 +409,7 @@ fn kill_9_loses_no_acknowledged_memcached_set_under_sync_durability() {
         })
         .collect();
     drop(sender);
-    std::thread::sleep(Duration::from_millis(400));
-    drop(server); // SIGKILL, then reap.
-    for writer in writers {
-        writer.join().unwrap();
-    }
-    let acknowledged: Vec<String> = receiver.iter().collect();
+    let acknowledged = server.kill_while_writing(writers, receiver);
     assert!(acknowledged.len() > 100, "only {} sets", acknowledged.len());
     let restarted = Server::start(&db, &memcached);
     let mut client = TcpStream::connect(memcached_address(&restarted)).unwrap();

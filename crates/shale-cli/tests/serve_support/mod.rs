@@ -82,6 +82,21 @@ impl Server {
         assert!(status.success());
     }
 
+    /// Lets `writers` write for 400 ms, kills the server with SIGKILL, waits for the writers
+    /// to stop (their connections break), and returns what they reported acknowledged.
+    pub fn kill_while_writing<T>(
+        self,
+        writers: Vec<std::thread::JoinHandle<()>>,
+        acknowledged: mpsc::Receiver<T>,
+    ) -> Vec<T> {
+        std::thread::sleep(Duration::from_millis(400));
+        drop(self); // SIGKILL, then reap.
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        acknowledged.iter().collect()
+    }
+
     pub fn wait(mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
