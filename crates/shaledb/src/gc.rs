@@ -30,9 +30,10 @@ const VICTIM_LIVE_RATIO_MAX: f64 = 0.95;
 const DEAD_SEGMENTS_ALWAYS_ALLOWED: u64 = 2;
 
 /// Index entries a walk of every index may visit per record of the victim, for the cleaner to
-/// tell the victim's live records by that walk rather than by one lookup per record: a
-/// lookup (a search of the B-tree of leaves and of a leaf, ~230 ns) costs about ten steps of a
-/// walk through leaves in order.
+/// tell the victim's live records by that walk rather than by one lookup per record: a lookup
+/// (a search of the B-tree of leaves, then of a leaf, ~230 ns each under redis-benchmark's
+/// suite, most of it cache misses) costs several steps of a walk, which decodes each entry
+/// next to the last.
 const WALK_ENTRIES_PER_RECORD_MAX: u64 = 4;
 
 /// The cleaner: handed the store, it moves live records out of segments and frees them.
