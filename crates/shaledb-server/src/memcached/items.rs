@@ -243,9 +243,7 @@ impl Items {
         if cas.is_some_and(|unique| unique != item.cas) {
             return Ok(StoreReply::Exists);
         }
-        let mut batch = WriteBatch::new();
-        batch.delete(&self.kvs, key);
-        self.write(batch, unsynced)?;
+        self.remove(key, unsynced)?;
         Ok(StoreReply::Stored(item.cas))
     }
 
@@ -359,6 +357,13 @@ impl Items {
         self.write(batch, unsynced)
     }
 
+    /// Deletes the item at `key` (see [`Items::write`]).
+    fn remove(&self, key: &[u8], unsynced: &mut SyncPoint) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(&self.kvs, key);
+        self.write(batch, unsynced)
+    }
+
     /// Writes `batch` without waiting for the log's fdatasync, merging into `unsynced` where
     /// the log must be durable before the write is acknowledged (under `sync` durability; an
     /// empty point otherwise): the connection waits for it through the syncer, with every
@@ -388,9 +393,7 @@ impl Items {
             // Read again under the lock: a writer may have stored it anew.
             if let Some(value) = self.kvs.get(&key)? {
                 if !Item::decode(&key, value)?.is_live(now) {
-                    let mut batch = WriteBatch::new();
-                    batch.delete(&self.kvs, &key);
-                    self.write(batch, &mut unacknowledged)?;
+                    self.remove(&key, &mut unacknowledged)?;
                     deleted += 1;
                 }
             }
