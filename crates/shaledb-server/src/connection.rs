@@ -406,6 +406,7 @@ impl Client {
         stream: &mut TcpStream,
         pending: &mut VecDeque<Request>,
     ) -> Result<(), Close> {
+        let queued = pending.len();
         let (mut output, closing) = self.run_requests(pending).await?;
         let config = &self.shared.config;
         if output.len() > config.max_output_bytes {
@@ -417,6 +418,13 @@ impl Client {
         }
         if !self.charge.set(self.held() + output.len()) {
             return Err(self.budget_exhausted(output.len()));
+        }
+        if queued - pending.len() > 1 {
+            // A pipeline's replies wait until the other connections whose requests came in with
+            // it have run theirs, as Redis writes replies once per turn of its event loop: a
+            // client pipelining over many connections then reads many of them per wake-up
+            // instead of being woken for each one (docs/SERVER.md, "Replies in bursts").
+            tokio::task::yield_now().await;
         }
         write_output(stream, &mut output, config.output_stall_timeout).await?;
         self.charge.set(self.held());
