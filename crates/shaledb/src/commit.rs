@@ -11,7 +11,7 @@ use crate::options::Durability;
 use crate::record::{
     self, validate_key, validate_value, RecordKind, RecordRef, FLAG_BATCH_CONTINUES, FLAG_VALUE_LZ4,
 };
-use crate::segment::{HeadKind, Location, SegmentMeta};
+use crate::segment::{HeadKind, Location};
 use crate::store::KvsState;
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -242,7 +242,6 @@ impl Engine {
             room_was_taken = true;
         };
         validate(&self.conflicts, &ops)?;
-        let segment = appender.segment().clone();
         // Read before the open snapshots are: see `note_kept_versions`.
         let releases_before = self.snapshots.releases();
         let snapshot_max = self.snapshots.max();
@@ -282,6 +281,16 @@ impl Engine {
                     )
                 }));
         }
+        // The batch's records count as live in the segment they went to, in one update while
+        // the head holds it (no reference taken to it, no update per record: every committer
+        // writes this count).
+        let put_bytes: u64 = ops
+            .iter()
+            .zip(&locations)
+            .filter(|(op, _)| op.kind == RecordKind::Put)
+            .map(|(_, location)| u64::from(location.len))
+            .sum();
+        appender.segment().add_live(put_bytes);
         let lsn = appender.end_lsn();
         // The records are in the log and their seqnos taken: later commits may append now,
         // and apply their own partitions while this one applies its.
@@ -299,7 +308,7 @@ impl Engine {
                     location,
                     seqno: first_seqno + position as u64,
                 };
-                self.apply(&mut guards, &segment, op, entry, snapshot_max)
+                self.apply(&mut guards, op, entry, snapshot_max)
             })
             .collect();
         self.note_kept_versions(&mut guards, releases_before);
@@ -368,7 +377,6 @@ impl Engine {
     fn apply(
         &self,
         guards: &mut [PartitionGuard<'_>],
-        segment: &SegmentMeta,
         op: &BatchOp,
         entry: Entry,
         snapshot_max: u64,
@@ -376,7 +384,6 @@ impl Engine {
         let kvs_id = op.kvs.id;
         match op.kind {
             RecordKind::Put => {
-                segment.add_live(u64::from(entry.location.len));
                 let part = op.kvs.index.partition_of(&op.key);
                 let value = self.kept_in_index(op).then_some(&op.value[..]);
                 let replaced =

@@ -182,6 +182,12 @@ impl SegmentTable {
         self.segments.read().get(&id).cloned()
     }
 
+    /// What `f` makes of segment `id`, read under the table's lock: no reference is taken (a
+    /// clone and drop of the `Arc` are two atomic updates of a count every thread shares).
+    pub fn with<R>(&self, id: SegmentId, f: impl FnOnce(&SegmentMeta) -> R) -> Option<R> {
+        self.segments.read().get(&id).map(|segment| f(segment))
+    }
+
     pub fn all(&self) -> Vec<Arc<SegmentMeta>> {
         self.segments.read().values().cloned().collect()
     }

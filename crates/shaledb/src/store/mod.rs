@@ -70,8 +70,8 @@ impl Store {
     /// bytes. (Its cached value, if any, is replaced by the key's next version or dropped with
     /// a delete by the commit path, or else ages out: the cache never serves another version.)
     pub fn free(&self, entry: Entry) {
-        if let Some(segment) = self.segments.get(entry.location.segment) {
-            segment.sub_live(u64::from(entry.location.len));
-        }
+        let bytes = u64::from(entry.location.len);
+        self.segments
+            .with(entry.location.segment, |segment| segment.sub_live(bytes));
     }
 }
