@@ -125,9 +125,11 @@ impl ExpiryCounts {
         self.total.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Whether `key` may have an expiry record.
+    /// Whether `key` may have an expiry record. The total first: with no key expiring (a
+    /// raise counts it before its stripe, a lower after), no key's hash or stripe count need be
+    /// read.
     pub(super) fn may_expire(&self, key: &[u8]) -> bool {
-        self.per_stripe[stripe_of(key)].load(Ordering::SeqCst) != 0
+        self.any() && self.per_stripe[stripe_of(key)].load(Ordering::SeqCst) != 0
     }
 
     /// Whether any key of the database may have an expiry record.
