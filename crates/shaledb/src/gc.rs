@@ -458,9 +458,10 @@ pub(crate) fn move_version(
         return Ok(None);
     };
     source.sub_live(u64::from(from.len));
-    if let Some(segment) = store.segments.get(to.segment) {
-        segment.add_live(u64::from(to.len));
-    }
+    let moved_bytes = u64::from(to.len);
+    store
+        .segments
+        .with(to.segment, |segment| segment.add_live(moved_bytes));
     Ok(Some(to))
 }
 
