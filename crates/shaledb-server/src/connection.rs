@@ -34,6 +34,12 @@ use tokio::sync::{oneshot, watch};
 const READ_BUFFER_BYTES: usize = 16 << 10;
 /// Replies are written once this many bytes of them are ready.
 const OUTPUT_FLUSH_BYTES: usize = 64 << 10;
+/// A single request whose run took this long has its reply written after the other ready
+/// connections ran (`run_and_reply`): in that time a client reading many connections has taken
+/// the last reply and gone back to sleep, so a reply written at once would wake it again for
+/// itself alone. A shorter request's reply is written at once, as the yield costs more than
+/// the wake-up it saves (docs/SERVER.md, "Replies in bursts").
+const BURST_AFTER: Duration = Duration::from_micros(4);
 /// Most arguments of one request (Redis's bound too).
 const ARGS_MAX: usize = 1 << 20;
 /// Most arguments of a request before AUTH (Redis 7.2's bound).
@@ -407,6 +413,7 @@ impl Client {
         pending: &mut VecDeque<Request>,
     ) -> Result<(), Close> {
         let queued = pending.len();
+        let started = Instant::now();
         let (mut output, closing) = self.run_requests(pending).await?;
         let config = &self.shared.config;
         if output.len() > config.max_output_bytes {
@@ -419,11 +426,11 @@ impl Client {
         if !self.charge.set(self.held() + output.len()) {
             return Err(self.budget_exhausted(output.len()));
         }
-        if queued - pending.len() > 1 {
-            // A pipeline's replies wait until the other connections whose requests came in with
-            // it have run theirs, as Redis writes replies once per turn of its event loop: a
-            // client pipelining over many connections then reads many of them per wake-up
-            // instead of being woken for each one (docs/SERVER.md, "Replies in bursts").
+        if queued - pending.len() > 1 || started.elapsed() >= BURST_AFTER {
+            // A pipeline's replies, or a long request's, wait until the other connections whose
+            // requests came in with it have run theirs, as Redis writes replies once per turn of
+            // its event loop: a client driving many connections then reads many of them per
+            // wake-up instead of being woken for each one (docs/SERVER.md, "Replies in bursts").
             tokio::task::yield_now().await;
         }
         write_output(stream, &mut output, config.output_stall_timeout).await?;
