@@ -1075,6 +1075,7 @@ impl Shared {
         Tx::new(&self.keyspaces)
             .holding_strings_up_to(self.config.max_in_memory_string_bytes)
             .packing(self.config.packing)
+            .noting_writes_while_watched(self.watches.watched_keys())
     }
 
     /// Runs `command` in `tx`, which the caller commits (the caller holds its locks).
@@ -1110,15 +1111,14 @@ impl Shared {
         };
         if writes {
             self.write_commits.fetch_add(1, Ordering::Relaxed);
+            self.wrote(&touched);
         }
-        self.wrote(&touched);
         Ok(())
     }
 
+    /// After a commit that wrote: marks the sessions watching the keys it names (`touched`:
+    /// those written while some were watched) and tells blocked clients something changed.
     fn wrote(&self, touched: &[(usize, Bytes)]) {
-        if touched.is_empty() {
-            return;
-        }
         self.watches.touched(touched);
         // SeqCst with the waiters' count (blocking.rs): a writer that bumps the generation and
         // then finds no waiter, and a waiter that counts itself and then finds the old

@@ -26,6 +26,11 @@ pub struct Watches {
 }
 
 impl Watches {
+    /// How many keys are watched, all sessions together.
+    pub fn watched_keys(&self) -> &AtomicUsize {
+        &self.watched
+    }
+
     /// Marks the sessions watching any of `keys` (written by a commit).
     pub fn touched(&self, keys: &[(usize, Bytes)]) {
         if keys.is_empty() || self.watched.load(Ordering::Acquire) == 0 {

@@ -21,7 +21,7 @@ use shaledb::{SyncPoint, WriteBatch};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Index probes `View::first_record_key` makes past records the transaction deleted before it
@@ -122,8 +122,13 @@ pub struct Tx<'s> {
     /// (database, stripe) of each expiry record this transaction deletes: its stripe's
     /// `Space::expiring` is lowered once the deletion has committed.
     expiry_deletions: Vec<(usize, usize)>,
-    /// (database, Redis key) written, for WATCH and blocked clients.
+    /// (database, Redis key) written, for WATCH.
     touched: Vec<(usize, Bytes)>,
+    /// When set, the keys WATCHed by any client: a key written while it is zero is not noted in
+    /// `touched` (no copy of it per write). Sound because a client WATCHes a key under its
+    /// stripe lock, which the writer holds from before it writes the key until after the
+    /// commit has marked its watchers.
+    watched_keys: Option<&'s AtomicUsize>,
     /// Blobs this transaction links: kept once it commits, deleted if it does not.
     staged: Vec<StagedBlob>,
     /// Blobs whose link records this transaction deletes: their chunks are released once it
@@ -247,6 +252,7 @@ impl<'s> Tx<'s> {
             count_deltas: BTreeMap::new(),
             expiry_deletions: Vec::new(),
             touched: Vec::new(),
+            watched_keys: None,
             staged: Vec::new(),
             unlinked: Vec::new(),
             string_bytes_max: usize::MAX,
@@ -266,6 +272,13 @@ impl<'s> Tx<'s> {
     /// Packs hashes and sets as `packing` says (default: [`Packing::DEFAULT`]).
     pub fn packing(mut self, packing: Packing) -> Self {
         self.packing = packing;
+        self
+    }
+
+    /// Notes the keys written only while `watched_keys` (how many keys clients WATCH) is not
+    /// zero; by default every key written is noted.
+    pub fn noting_writes_while_watched(mut self, watched_keys: &'s AtomicUsize) -> Self {
+        self.watched_keys = Some(watched_keys);
         self
     }
 
@@ -903,6 +916,13 @@ impl<'t, 's> View<'t, 's> {
 
     /// Notes that `key` was written (WATCH sees it).
     pub fn touch(&mut self, key: &[u8]) {
+        if self
+            .tx
+            .watched_keys
+            .is_some_and(|watched| watched.load(Ordering::Acquire) == 0)
+        {
+            return;
+        }
         // A pipeline's batched commands on one key touch it once.
         if let Some((db, last)) = self.tx.touched.last() {
             if *db == self.db && **last == *key {
@@ -1502,6 +1522,30 @@ mod tests {
             tx.staged.len(),
             tx.unlinked.len(),
         )
+    }
+
+    #[test]
+    fn written_keys_are_noted_only_while_some_key_is_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let watched = AtomicUsize::new(0);
+        let write = |key: &[u8]| {
+            let mut tx = Tx::new(spaces).noting_writes_while_watched(&watched);
+            tx.on(0)
+                .set_string(key, &b"v"[..], SetExpiry::Clear)
+                .unwrap();
+            tx.commit().unwrap()
+        };
+        assert_eq!(write(b"a"), vec![], "nobody watches");
+        watched.store(1, Ordering::Release);
+        assert_eq!(write(b"b"), vec![(0, Bytes::from_static(b"b"))]);
+        // Both writes took effect either way.
+        let mut tx = Tx::new(spaces);
+        let view = tx.on(0);
+        for key in [b"a", b"b"] {
+            assert_eq!(view.get_string(key).unwrap().as_deref(), Some(&b"v"[..]));
+        }
     }
 
     #[test]
