@@ -306,7 +306,8 @@ impl<'s> Tx<'s> {
     }
 
     /// Commits every write as one engine batch, with the key counts they change; returns the
-    /// keys written, for WATCH and blocked clients. Nothing is written if it fails.
+    /// keys written, for WATCH (none written while nothing was watched, see
+    /// `noting_writes_while_watched`). Nothing is written if it fails.
     pub fn commit(self) -> Result<Vec<(usize, Bytes)>> {
         let spaces = self.spaces;
         let (touched, point) = self.commit_unsynced()?;
