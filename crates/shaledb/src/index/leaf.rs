@@ -152,6 +152,11 @@ impl Leaf {
             .map_or(self.bytes.len(), |slot| usize::from(slot.start))
     }
 
+    /// Whether the entry at position `at` is the one of `suffix`.
+    pub(super) fn holds_at(&self, at: usize, suffix: &[u8]) -> bool {
+        at < self.slots.len() && self.suffix(at).0 == suffix
+    }
+
     pub(super) fn search(&self, suffix: &[u8]) -> Result<usize, usize> {
         let hint = hint_of(suffix.iter().copied());
         let (mut low, mut high) = (0, self.slots.len());

@@ -7,30 +7,96 @@
 //! dense array of slots (each entry's offset and first four suffix bytes) finds a key. For
 //! 23-byte YCSB keys this takes about 38 bytes per key where a `BTreeMap` slot took 75
 //! (ARCHITECTURE.md, "Index memory").
+//!
+//! A write usually follows a read of the same key on the same thread (the server reads a key's
+//! record to check its type, then commits the new one), and its search of the B-tree and the
+//! leaf was nearly as costly as the read's, though every line it touched was warm. So leaves sit
+//! at stable places in a slab, and each thread remembers where its last search of a map ended
+//! ([`Found`]): an insert of that key into that map, while no leaf was added or removed since
+//! (`shape`), goes straight to the leaf and checks the entry there instead of searching.
 
 use super::entry::Entry;
 use super::leaf::{Leaf, Slot, LEAF_BYTES_MAX};
 use crate::segment::Location;
 use crate::short_bytes::ShortBytes;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A leaf shrunk below this many bytes merges with a neighbour when both fit in half a leaf.
 const LEAF_BYTES_LOW: usize = LEAF_BYTES_MAX / 4;
+/// Free places in the slab a map keeps before it compacts the slab (once they are half of it).
+const SLAB_FREE_MIN: usize = 16;
 /// Allocator bookkeeping per heap allocation, for the DRAM estimate.
 const ALLOCATION_OVERHEAD_BYTES: usize = 16;
 
-#[derive(Default)]
 pub struct PackedMap {
-    /// Leaves by fence: a key lives in the leaf with the greatest fence not above it. The first
-    /// leaf's fence is empty (below every key) and that leaf is never removed.
-    leaves: BTreeMap<Fence, Leaf>,
+    /// Leaves by fence, each its place in `slab`: a key lives in the leaf with the greatest
+    /// fence not above it. The first leaf's fence is empty (below every key) and that leaf is
+    /// never removed.
+    leaves: BTreeMap<Fence, LeafId>,
+    /// The leaves, each at the place `leaves` names; a leaf keeps its place until a split or
+    /// merge changes `shape`.
+    slab: Vec<Leaf>,
+    /// Places in `slab` whose leaves were merged away, for the next split.
+    free: Vec<LeafId>,
     len: usize,
+    /// This map's number, unique in the process: what a thread's [`Found`] names it by.
+    id: u64,
+    /// Changed whenever a leaf is added or removed (a split, a merge, the first leaf), which is
+    /// whenever a key may move to another leaf or a leaf's prefix changes.
+    shape: u64,
 }
 
 /// A leaf's fence: inline when short, so the search for a leaf compares bytes inside the B-tree
 /// node it visits instead of following a pointer per comparison.
 type Fence = ShortBytes;
+
+/// A leaf's place in the slab.
+type LeafId = u32;
+
+/// Where a thread's last search of a map ended: the key, the leaf holding its range then, and
+/// its position in that leaf if it was there.
+#[derive(Clone, Copy)]
+struct Found {
+    map: u64,
+    shape: u64,
+    leaf: LeafId,
+    at: Option<u32>,
+    key_len: u8,
+    key: [u8; FOUND_KEY_BYTES_MAX],
+}
+
+/// Keys up to this long are remembered by a search (a server's records of YCSB's and
+/// redis-benchmark's keys are 20-40 bytes); a longer key's write searches again.
+const FOUND_KEY_BYTES_MAX: usize = 64;
+
+impl Found {
+    fn key(&self) -> &[u8] {
+        &self.key[..usize::from(self.key_len)]
+    }
+}
+
+thread_local! {
+    static LAST_FOUND: Cell<Option<Found>> = const { Cell::new(None) };
+}
+
+/// The number of the next map made.
+static NEXT_MAP_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Default for PackedMap {
+    fn default() -> Self {
+        PackedMap {
+            leaves: BTreeMap::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            id: NEXT_MAP_ID.fetch_add(1, Ordering::Relaxed),
+            shape: 0,
+        }
+    }
+}
 
 impl PackedMap {
     pub fn len(&self) -> usize {
@@ -43,37 +109,101 @@ impl PackedMap {
 
     /// The entry of `key` and the value kept with it, if any.
     pub fn get_with_value(&self, key: &[u8]) -> Option<(Entry, Option<&[u8]>)> {
-        let (_, leaf) = self.leaf_for(key)?;
+        let (_, id) = self.leaf_for(key)?;
+        let leaf = &self.slab[id as usize];
         let suffix = &key[usize::from(leaf.prefix_len)..];
-        let at = leaf.search(suffix).ok()?;
-        Some(leaf.entry_with_value(at))
+        let found = leaf.search(suffix).ok();
+        self.remember(key, id, found);
+        Some(leaf.entry_with_value(found?))
+    }
+
+    /// Notes that this thread's search of this map ended in leaf `leaf`, at `at` if the key
+    /// was there.
+    fn remember(&self, key: &[u8], leaf: LeafId, at: Option<usize>) {
+        let found = (key.len() <= FOUND_KEY_BYTES_MAX).then(|| {
+            let mut found = Found {
+                map: self.id,
+                shape: self.shape,
+                leaf,
+                at: at.map(|at| at as u32),
+                key_len: key.len() as u8,
+                key: [0; FOUND_KEY_BYTES_MAX],
+            };
+            found.key[..key.len()].copy_from_slice(key);
+            found
+        });
+        LAST_FOUND.with(|last| last.set(found));
+    }
+
+    /// The leaf `key` belongs in and its place in it (`Ok`) or where it would go (`Err`): from
+    /// this thread's last search of this map if no leaf changed since, else by a search.
+    fn locate(&self, key: &[u8]) -> (LeafId, Result<usize, usize>) {
+        let recalled = LAST_FOUND.with(Cell::get).filter(|found| {
+            found.map == self.id && found.shape == self.shape && found.key() == key
+        });
+        let id = match recalled {
+            // The leaves are as they were when the key was looked for, so it still belongs in
+            // the leaf found then; whether it is still at the same place is checked below.
+            Some(found) => found.leaf,
+            None => {
+                self.leaf_for(key)
+                    .expect("the first leaf holds every key")
+                    .1
+            }
+        };
+        let leaf = &self.slab[id as usize];
+        let suffix = &key[usize::from(leaf.prefix_len)..];
+        let at = recalled
+            .and_then(|found| found.at)
+            .map(|at| at as usize)
+            .filter(|&at| leaf.holds_at(at, suffix));
+        (id, at.map_or_else(|| leaf.search(suffix), Ok))
     }
 
     /// Makes `entry` the one of `key`, with `value` kept in it if given (at most
     /// `limits::INDEX_VALUE_BYTES_LIMIT` bytes); returns the entry it replaced.
     pub fn insert(&mut self, key: &[u8], entry: Entry, value: Option<&[u8]>) -> Option<Entry> {
         if self.leaves.is_empty() {
-            self.leaves.insert(Fence::from(&[][..]), Leaf::default());
+            let id = self.add_leaf(Leaf::default());
+            self.leaves.insert(Fence::from(&[][..]), id);
         }
-        let (fence, leaf) =
-            leaf_containing(&mut self.leaves, key).expect("the first leaf holds every key");
-        let suffix = &key[usize::from(leaf.prefix_len)..];
-        let replaced = match leaf.search(suffix) {
+        let (id, place) = self.locate(key);
+        let leaf = &mut self.slab[id as usize];
+        let replaced = match place {
             Ok(at) => {
                 let old = leaf.entry(at);
                 leaf.replace(at, entry, value);
+                self.remember(key, id, Some(at));
                 Some(old)
             }
             Err(at) => {
+                let suffix = &key[usize::from(leaf.prefix_len)..];
                 leaf.insert(at, suffix, entry, value);
                 self.len += 1;
+                self.remember(key, id, Some(at));
                 None
             }
         };
-        if let Some(fence) = leaf.is_oversized().then(|| fence.clone()) {
+        if self.slab[id as usize].is_oversized() {
+            let fence = Fence::from(self.leaf_for(key).expect("the leaf just written").0);
             self.split(&fence);
         }
         replaced
+    }
+
+    /// Puts `leaf` at a free place in the slab; the caller names it in `leaves`.
+    fn add_leaf(&mut self, leaf: Leaf) -> LeafId {
+        self.shape += 1;
+        match self.free.pop() {
+            Some(id) => {
+                self.slab[id as usize] = leaf;
+                id
+            }
+            None => {
+                self.slab.push(leaf);
+                LeafId::try_from(self.slab.len() - 1).expect("fewer than 2^32 leaves")
+            }
+        }
     }
 
     /// [`PackedMap::insert`] for keys that mostly come in ascending order, as a checkpoint's
@@ -97,9 +227,10 @@ impl PackedMap {
     /// Appends `key` to the last leaf if it sorts after every key of the map; returns whether
     /// it did.
     fn append(&mut self, key: &[u8], entry: Entry, value: Option<&[u8]>) -> bool {
-        let Some((fence, leaf)) = self.leaves.iter_mut().next_back() else {
+        let Some((fence, &id)) = self.leaves.iter().next_back() else {
             return false;
         };
+        let leaf = &mut self.slab[id as usize];
         // The last leaf has no next fence to share a prefix with: its suffixes are whole keys.
         if leaf.prefix_len != 0 || leaf.last_suffix().is_some_and(|last| last >= key) {
             return false;
@@ -123,9 +254,10 @@ impl PackedMap {
         expected: Entry,
         move_to: impl FnOnce() -> Result<Location, E>,
     ) -> Result<Option<Location>, E> {
-        let Some((fence, leaf)) = leaf_containing(&mut self.leaves, key) else {
+        let Some((fence, &id)) = leaf_containing(&self.leaves, key) else {
             return Ok(None);
         };
+        let leaf = &mut self.slab[id as usize];
         let Ok(at) = leaf.search(&key[usize::from(leaf.prefix_len)..]) else {
             return Ok(None);
         };
@@ -147,7 +279,8 @@ impl PackedMap {
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let (fence, leaf) = leaf_containing(&mut self.leaves, key)?;
+        let (fence, &id) = leaf_containing(&self.leaves, key)?;
+        let leaf = &mut self.slab[id as usize];
         let at = leaf.search(&key[usize::from(leaf.prefix_len)..]).ok()?;
         let removed = leaf.entry(at);
         leaf.remove(at);
@@ -205,11 +338,12 @@ impl PackedMap {
         // and looks for the leaves after it only if it goes past that leaf's end: a short range
         // (a key's type, a small collection) costs one search of the B-tree of leaves.
         let start_bound = if reverse { upper } else { lower };
-        let rest: Box<dyn Iterator<Item = (&Fence, &Leaf)>> = match start_bound {
+        let rest: Box<dyn Iterator<Item = (&Fence, &LeafId)>> = match start_bound {
             Bound::Included(bound) | Bound::Excluded(bound) => {
-                let Some((fence, leaf)) = self.leaf_for(bound) else {
+                let Some((fence, id)) = self.leaf_for(bound) else {
                     return;
                 };
+                let leaf = &self.slab[id as usize];
                 let count = leaf.slots.len();
                 let included = matches!(start_bound, Bound::Included(_));
                 let skip = match (leaf.search(&bound[usize::from(leaf.prefix_len)..]), reverse) {
@@ -232,21 +366,22 @@ impl PackedMap {
             Bound::Unbounded if reverse => Box::new(self.leaves.iter().rev()),
             Bound::Unbounded => Box::new(self.leaves.iter()),
         };
-        for (fence, leaf) in rest {
-            if walk(fence, leaf, 0).is_break() {
+        for (fence, &id) in rest {
+            if walk(fence, &self.slab[id as usize], 0).is_break() {
                 return;
             }
         }
     }
 
-    /// Estimated DRAM this map holds: every leaf's buffers as allocated, its fence, and its slot
-    /// in the B-tree of leaves at about 75% node fill.
+    /// Estimated DRAM this map holds: every leaf's buffers as allocated, its fence, its slot in
+    /// the B-tree of leaves at about 75% node fill, and the slab's places.
     pub fn estimated_dram_bytes(&self) -> u64 {
-        let slot_bytes = std::mem::size_of::<Fence>() + std::mem::size_of::<Leaf>();
+        let slot_bytes = std::mem::size_of::<Fence>() + std::mem::size_of::<LeafId>();
         let leaf_bytes: usize = self
             .leaves
             .iter()
-            .map(|(fence, leaf)| {
+            .map(|(fence, &id)| {
+                let leaf = &self.slab[id as usize];
                 leaf.bytes.capacity()
                     + leaf.slots.capacity() * std::mem::size_of::<Slot>()
                     + fence.heap_bytes(ALLOCATION_OVERHEAD_BYTES)
@@ -254,14 +389,16 @@ impl PackedMap {
                     + slot_bytes * 4 / 3
             })
             .sum();
-        leaf_bytes as u64
+        let slab_bytes = self.slab.capacity() * std::mem::size_of::<Leaf>()
+            + self.free.capacity() * std::mem::size_of::<LeafId>();
+        (leaf_bytes + slab_bytes) as u64
     }
 
-    fn leaf_for(&self, key: &[u8]) -> Option<(&[u8], &Leaf)> {
+    fn leaf_for(&self, key: &[u8]) -> Option<(&[u8], LeafId)> {
         self.leaves
             .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()
-            .map(|(fence, leaf)| (&**fence, leaf))
+            .map(|(fence, &id)| (&**fence, id))
     }
 
     fn next_fence(&self, fence: &[u8]) -> Option<&[u8]> {
@@ -280,7 +417,7 @@ impl PackedMap {
 
     /// Splits the leaf at `fence` in two halves by bytes, and those again while too big.
     fn split(&mut self, fence: &[u8]) {
-        let leaf = &self.leaves[fence];
+        let leaf = &self.slab[self.leaves[fence] as usize];
         let half = leaf.bytes.len() / 2;
         let middle = leaf
             .slots
@@ -291,7 +428,8 @@ impl PackedMap {
     /// Splits the leaf at `fence` before its entry `middle` (kept within 1..len-1), and each
     /// half again in halves while too big.
     fn split_at(&mut self, fence: &[u8], middle: usize) {
-        let leaf = &self.leaves[fence];
+        let id = self.leaves[fence];
+        let leaf = &self.slab[id as usize];
         let middle = middle.clamp(1, leaf.slots.len() - 1);
         let (mut before, mut middle_key) = (Vec::new(), Vec::new());
         leaf.key_into(fence, middle - 1, &mut before);
@@ -314,8 +452,9 @@ impl PackedMap {
         left.shrink_to_fit();
         right.shrink_to_fit();
         let (left_over, right_over) = (left.is_oversized(), right.is_oversized());
-        self.leaves.insert(fence.into(), left);
-        self.leaves.insert(right_fence.clone(), right);
+        self.slab[id as usize] = left;
+        let right_id = self.add_leaf(right);
+        self.leaves.insert(right_fence.clone(), right_id);
         if left_over {
             self.split(fence);
         }
@@ -327,7 +466,7 @@ impl PackedMap {
     /// Merges the leaf at `fence`, grown small, with a neighbour when both fit in half a leaf;
     /// an empty leaf goes whenever its neighbour's entries fit in a leaf (except the first).
     fn merge_small(&mut self, fence: &[u8]) {
-        let empty = self.leaves[fence].slots.is_empty();
+        let empty = self.slab[self.leaves[fence] as usize].slots.is_empty();
         let fits =
             |merged: usize| merged <= LEAF_BYTES_MAX / 2 || (empty && merged <= LEAF_BYTES_MAX);
         if let Some(next) = self.next_fence(fence) {
@@ -356,7 +495,7 @@ impl PackedMap {
         [left, right]
             .iter()
             .map(|fence| {
-                let leaf = &self.leaves[*fence];
+                let leaf = &self.slab[self.leaves[*fence] as usize];
                 let regained = usize::from(leaf.prefix_len).saturating_sub(prefix) + 1;
                 leaf.bytes.len() + leaf.slots.len() * regained
             })
@@ -366,28 +505,48 @@ impl PackedMap {
     /// Moves every entry of the leaf at `right` into the one at `left`, its predecessor; the
     /// merged leaf fits in a leaf (`merge_small` checked its bound).
     fn merge(&mut self, left: &[u8], right: &[u8]) {
-        let right_leaf = self.leaves.remove(right).expect("the right leaf");
+        let right_id = self.leaves.remove(right).expect("the right leaf");
+        let right_leaf = std::mem::take(&mut self.slab[right_id as usize]);
+        self.free.push(right_id);
+        self.shape += 1;
         let prefix = self
             .next_fence(left)
             .map_or(0, |next| common_prefix_len(left, next));
-        let left_leaf = &self.leaves[left];
+        let left_id = self.leaves[left];
+        let left_leaf = &self.slab[left_id as usize];
         let mut merged = Leaf::with_prefix(prefix);
         merged.extend_from(left_leaf, left, 0..left_leaf.slots.len());
         merged.extend_from(&right_leaf, right, 0..right_leaf.slots.len());
         merged.shrink_to_fit();
         debug_assert!(!merged.is_oversized(), "a merge stays within a leaf");
-        self.leaves.insert(left.into(), merged);
+        self.slab[left_id as usize] = merged;
+        if self.free.len() > SLAB_FREE_MIN && self.free.len() * 2 > self.slab.len() {
+            self.compact_slab();
+        }
+    }
+
+    /// Moves the leaves to the front of a slab of their size, so a map that shrank gives back
+    /// the places of the leaves it merged away.
+    fn compact_slab(&mut self) {
+        let mut slab = Vec::with_capacity(self.leaves.len());
+        for id in self.leaves.values_mut() {
+            slab.push(std::mem::take(&mut self.slab[*id as usize]));
+            *id = (slab.len() - 1) as LeafId;
+        }
+        self.slab = slab;
+        self.free = Vec::new();
+        self.shape += 1;
     }
 }
 
-/// The leaf `key` belongs in, found with one search, borrowing only the leaves (so the map's
-/// other fields stay usable while it is held).
+/// The leaf `key` belongs in, found with one search, borrowing only the B-tree of leaves (so
+/// the slab stays writable while it is held).
 fn leaf_containing<'a>(
-    leaves: &'a mut BTreeMap<Fence, Leaf>,
+    leaves: &'a BTreeMap<Fence, LeafId>,
     key: &[u8],
-) -> Option<(&'a Fence, &'a mut Leaf)> {
+) -> Option<(&'a Fence, &'a LeafId)> {
     leaves
-        .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+        .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
         .next_back()
 }
 
@@ -396,6 +555,16 @@ fn common_prefix_len(left: &[u8], right: &[u8]) -> usize {
         .zip(right)
         .take_while(|(left, right)| left == right)
         .count()
+}
+
+#[cfg(test)]
+impl PackedMap {
+    /// Each leaf with its fence, in key order.
+    fn leaves_in_order(&self) -> impl Iterator<Item = (&Fence, &Leaf)> {
+        self.leaves
+            .iter()
+            .map(|(fence, &id)| (fence, &self.slab[id as usize]))
+    }
 }
 
 #[cfg(test)]

@@ -108,7 +108,10 @@ fn keys_in_ascending_order_fill_their_leaves() {
     for (n, key) in keys.iter().enumerate().step_by(101) {
         assert_eq!(appended.get(key), Some(entry(n as u64)));
     }
-    let leaf_bytes: usize = appended.leaves.values().map(|leaf| leaf.bytes.len()).sum();
+    let leaf_bytes: usize = appended
+        .leaves_in_order()
+        .map(|(_, leaf)| leaf.bytes.len())
+        .sum();
     let average = leaf_bytes / appended.leaves.len();
     // A leaf fills with whole keys while it is the last; split off, its keys lose the prefix
     // it shares with the next fence (YCSB's keys: ~6 of 23 bytes).
@@ -142,6 +145,15 @@ enum Op {
     RelocateIf(Vec<u8>, u64, bool),
     Remove(Vec<u8>),
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+    /// What a server's write does: a read of the key (or, when `decoy`, of the key in another
+    /// map), then a write of `other` (which may move the key in its leaf or split the leaf),
+    /// then the key's write, which may start where the read ended.
+    ReadThenWrite {
+        key: Vec<u8>,
+        other: Vec<u8>,
+        n: u64,
+        decoy: bool,
+    },
 }
 
 /// Keys over a small alphabet, so they share prefixes and collide, some of them long.
@@ -170,6 +182,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => key().prop_map(Op::Remove),
         2 => (bound(), bound(), any::<bool>())
             .prop_map(|(low, high, reverse)| Op::Range(low, high, reverse)),
+        4 => (key(), key(), any::<u64>(), any::<bool>())
+            .prop_map(|(key, other, n, decoy)| Op::ReadThenWrite { key, other, n: n >> 1, decoy }),
     ]
 }
 
@@ -181,11 +195,16 @@ proptest! {
     #[test]
     fn behaves_like_an_ordered_map(ops in proptest::collection::vec(op(), 1..1500)) {
         let mut map = PackedMap::default();
+        // Gets every other insert: a map whose leaves differ from `map`'s, read in between.
+        let mut decoy = PackedMap::default();
         let mut model: BTreeMap<Vec<u8>, (Entry, Option<Vec<u8>>)> = BTreeMap::new();
         let old_entry = |old: Option<(Entry, Option<Vec<u8>>)>| old.map(|(entry, _)| entry);
         for op in ops {
             match op {
                 Op::Insert(key, n) => {
+                    if n % 2 == 0 {
+                        decoy.insert(&key, entry(n), None);
+                    }
                     let value = value_of(n);
                     prop_assert_eq!(
                         map.insert(&key, entry(n), value.as_deref()),
@@ -223,6 +242,23 @@ proptest! {
                 Op::Remove(key) => {
                     prop_assert_eq!(map.remove(&key), old_entry(model.remove(&key)));
                 }
+                Op::ReadThenWrite { key, other, n, decoy: read_decoy } => {
+                    if read_decoy {
+                        decoy.get(&key);
+                    } else {
+                        prop_assert_eq!(map.get(&key), model.get(&key).map(|(entry, _)| *entry));
+                    }
+                    let value = value_of(n ^ 1);
+                    prop_assert_eq!(
+                        map.insert(&other, entry(n ^ 1), value.as_deref()),
+                        old_entry(model.insert(other, (entry(n ^ 1), value)))
+                    );
+                    let value = value_of(n);
+                    prop_assert_eq!(
+                        map.insert(&key, entry(n), value.as_deref()),
+                        old_entry(model.insert(key, (entry(n), value)))
+                    );
+                }
                 Op::Range(low, high, reverse) => {
                     let (lower, upper) = (low.as_ref().map(Vec::as_slice), high.as_ref().map(Vec::as_slice));
                     let mut seen = Vec::new();
@@ -255,7 +291,7 @@ proptest! {
             prop_assert_eq!(map.get(key), Some(*entry));
             prop_assert_eq!(map.get_with_value(key), Some((*entry, value.as_deref())));
         }
-        for (fence, leaf) in &map.leaves {
+        for (fence, leaf) in map.leaves_in_order() {
             prop_assert!(leaf.bytes.len() <= LEAF_BYTES_MAX);
             let next = map.next_fence(fence);
             let shared = next.map_or(0, |next| common_prefix_len(fence, next));
@@ -291,7 +327,7 @@ fn merges_of_leaves_with_long_prefixes_stay_within_a_leaf() {
             assert_eq!(map.remove(&long(b'a', n)), model.remove(&long(b'a', n)));
         }
     }
-    for (fence, leaf) in &map.leaves {
+    for (fence, leaf) in map.leaves_in_order() {
         assert!(
             leaf.bytes.len() <= LEAF_BYTES_MAX,
             "{} bytes",
@@ -306,4 +342,29 @@ fn merges_of_leaves_with_long_prefixes_stay_within_a_leaf() {
         assert_eq!(map.get(key), Some(*entry));
     }
     assert_eq!(map.len(), model.len());
+}
+
+/// Two maps whose leaves changed as often (the same `shape`): where a search of one ended
+/// says nothing about the other, though the key is the same.
+#[test]
+fn a_search_of_one_map_never_steers_a_write_to_another() {
+    let (mut first, mut second) = (PackedMap::default(), PackedMap::default());
+    let fill = |map: &mut PackedMap, letter: u8| {
+        let mut n = 0;
+        while map.leaves.len() < 2 {
+            map.insert(&[letter, (n / 256) as u8, n as u8], entry(n), None);
+            n += 1;
+        }
+    };
+    fill(&mut first, b'a');
+    fill(&mut second, b'b');
+    assert_eq!(first.shape, second.shape);
+    // In the first map the key is in its second leaf; in the second, below every 'b', in the
+    // first.
+    let key = [b'a', 0xff, 0xff];
+    first.insert(&key, entry(1), None);
+    assert_eq!(first.get(&key), Some(entry(1)));
+    assert_eq!(second.insert(&key, entry(2), None), None);
+    assert_eq!(second.get(&key), Some(entry(2)));
+    assert_eq!(first.get(&key), Some(entry(1)));
 }
