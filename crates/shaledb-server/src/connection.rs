@@ -34,6 +34,9 @@ use tokio::sync::{oneshot, watch};
 const READ_BUFFER_BYTES: usize = 16 << 10;
 /// Replies are written once this many bytes of them are ready.
 const OUTPUT_FLUSH_BYTES: usize = 64 << 10;
+/// Bytes reserved per request for a slice's replies before they are encoded: a status line, a
+/// number or a short value fits.
+const SHORT_REPLY_BYTES: usize = 16;
 /// A single request whose run took this long has its reply written after the other ready
 /// connections ran (`run_and_reply`): in that time a client reading many connections has taken
 /// the last reply and gone back to sleep, so a reply written at once would wake it again for
@@ -774,7 +777,10 @@ fn execute_slice(
     session: &mut Session,
     pending: &mut VecDeque<Request>,
 ) -> (Output, SyncPoint) {
-    let mut output = Output::new();
+    // Room for the short replies most pipelines get (a status, a number, a small value),
+    // reserved once instead of grown reply by reply.
+    let mut output =
+        Output::with_capacity((pending.len() * SHORT_REPLY_BYTES).min(OUTPUT_FLUSH_BYTES));
     let mut run = PipelineRun::deferring_sync();
     while let Some(mut request) = pending.pop_front() {
         shared.execute_pipelined(session, &mut request, pending.front(), &mut run);

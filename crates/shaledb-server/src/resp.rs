@@ -7,6 +7,7 @@
 //! accepts them.
 
 use bytes::{Buf, Bytes, BytesMut};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 
 /// The most bytes of an inline command line (Redis uses the same bound).
@@ -119,7 +120,7 @@ fn parse_arguments(
     limits: &RequestLimits,
 ) -> Result<Option<Frame>, ProtocolError> {
     // The count is only a claim until the arguments arrive: allocate for a few at first.
-    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(count.min(64));
+    let mut spans: Spans = SmallVec::with_capacity(count.min(64));
     for position in 0..count {
         if cursor >= buffer.len() {
             return incomplete(buffer, limits);
@@ -172,7 +173,11 @@ fn parse_arguments(
     Ok(Some(Frame::Request(slices(&frame, spans))))
 }
 
-fn slices(frame: &Bytes, spans: Vec<(usize, usize)>) -> Vec<Bytes> {
+/// Each argument's start and length in its request: a request of up to eight arguments (most
+/// commands) notes them without an allocation.
+type Spans = SmallVec<[(usize, usize); 8]>;
+
+fn slices(frame: &Bytes, spans: Spans) -> Vec<Bytes> {
     spans
         .into_iter()
         .map(|(start, length)| frame.slice(start..start + length))
@@ -509,6 +514,14 @@ pub struct Output {
 impl Output {
     pub fn new() -> Output {
         Output::default()
+    }
+
+    /// An output with room for `bytes` of short replies before it grows.
+    pub fn with_capacity(bytes: usize) -> Output {
+        Output {
+            tail: BytesMut::with_capacity(bytes),
+            ..Output::default()
+        }
     }
 
     /// Bytes waiting to be written.

@@ -1,6 +1,6 @@
 //! [`WriteBatch`]: writes to one or more KVSs applied all together or not at all.
 
-use crate::commit::BatchOp;
+use crate::commit::{BatchOp, BatchOps};
 use crate::error::Error;
 use crate::kvs::Kvs;
 use crate::record::RecordKind;
@@ -9,7 +9,7 @@ use bytes::Bytes;
 /// Writes applied all together or not at all, also across a crash.
 #[derive(Default)]
 pub struct WriteBatch {
-    pub(crate) ops: Vec<BatchOp>,
+    pub(crate) ops: BatchOps,
     pub(crate) encoded_bytes: u64,
     /// The first invalid write: [`crate::Db::write`] then fails, writing nothing.
     pub(crate) error: Option<Error>,
@@ -23,7 +23,7 @@ impl WriteBatch {
     /// An empty batch with room for `ops` writes before it reallocates.
     pub fn with_capacity(ops: usize) -> Self {
         WriteBatch {
-            ops: Vec::with_capacity(ops),
+            ops: BatchOps::with_capacity(ops),
             ..Self::default()
         }
     }

@@ -23,6 +23,10 @@ use std::sync::RwLockWriteGuard;
 /// small batches most commits are.
 type Batched<T> = SmallVec<[T; 4]>;
 
+/// A batch's writes: a write of a key or two (most of a server's commands) carries them
+/// without an allocation.
+pub(crate) type BatchOps = SmallVec<[BatchOp; 2]>;
+
 /// Where commits sit in the log that are applied but, under `Durability::Sync`, not yet known
 /// durable (`Db::write_unsynced`): per media class, the log position to sync to (0: nothing).
 /// Under the other modes a commit is acknowledged without a sync, and its point is empty.
@@ -133,14 +137,14 @@ impl BatchOp {
 
 impl Engine {
     /// Appends `ops` as one atomic batch and applies them to the indexes.
-    pub fn commit(&self, ops: Vec<BatchOp>) -> Result<()> {
+    pub fn commit(&self, ops: BatchOps) -> Result<()> {
         self.commit_validated(ops, &|_, _| Ok(()))
     }
 
     /// Like `commit`, but returns before the durability wait: the caller syncs the point
     /// (`wait_synced`) before it acknowledges the write. Readers see the batch at once, as they
     /// do during `commit`'s wait.
-    pub fn commit_unsynced(&self, ops: Vec<BatchOp>) -> Result<SyncPoint> {
+    pub fn commit_unsynced(&self, ops: BatchOps) -> Result<SyncPoint> {
         self.commit_without_waiting(ops, &|_, _| Ok(()))
     }
 
@@ -164,7 +168,7 @@ impl Engine {
     /// validation writes nothing.
     pub fn commit_validated(
         &self,
-        ops: Vec<BatchOp>,
+        ops: BatchOps,
         validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<()> {
         let point = self.commit_without_waiting(ops, validate)?;
@@ -174,7 +178,7 @@ impl Engine {
     /// `commit_validated` up to its durability wait: the point to wait for.
     fn commit_without_waiting(
         &self,
-        ops: Vec<BatchOp>,
+        ops: BatchOps,
         validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<SyncPoint> {
         self.check_open()?;

@@ -35,7 +35,7 @@ impl Kvs {
 
     fn single(&self, kind: RecordKind, key: &[u8], value: Bytes) -> Result<()> {
         let op = BatchOp::validated(self.state.clone(), kind, key.to_vec(), value)?;
-        self.engine.commit(vec![op])
+        self.engine.commit(smallvec::smallvec![op])
     }
 
     /// Sets `key` to `value`.

@@ -14,7 +14,7 @@
 //! read) are not detected.
 
 use crate::bounds::{owned_bounds, prefix_bounds, OwnedBounds};
-use crate::commit::BatchOp;
+use crate::commit::{BatchOp, BatchOps};
 use crate::conflicts::ConflictTracker;
 use crate::engine::{Engine, SnapshotPin};
 use crate::error::{Error, Result};
@@ -247,7 +247,7 @@ impl Transaction {
         }
         let snapshot = self.seqno();
         let writes = std::mem::take(&mut self.writes);
-        let ops: Vec<BatchOp> = writes
+        let ops: BatchOps = writes
             .into_iter()
             .map(|((_, key), (kvs, value))| BatchOp::new(kvs, key, value))
             .collect();

@@ -37,6 +37,7 @@ pub use blocking::Waiter;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use shaledb::{Db, ErrorKind, SyncPoint};
+use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
@@ -592,20 +593,24 @@ impl<'s> Ctx<'_, 's> {
             .position(|(at, _)| *at == index)
         {
             Some(position) => StringInput::Staged(self.session.streamed.swap_remove(position).1),
-            None => StringInput::Bytes(&args[index]),
+            None => StringInput::Shared(&args[index]),
         }
     }
 }
 
 /// Locks held while a writing command (or EXEC) runs and commits.
-type Guards<'a> = Vec<StripeGuard<'a>>;
+type Guards<'a> = SmallVec<[StripeGuard<'a>; KEYS_INLINE]>;
+
+/// Keys, stripes and stripe locks a command holds without an allocation of their own: most
+/// commands name one key, MSET and the multi-key commands of benchmarks a few.
+const KEYS_INLINE: usize = 4;
 
 /// The stripes a set of commands writes: some, sorted and without repeats, or every one.
 #[derive(Default, PartialEq, Eq)]
 enum Stripes {
     #[default]
     None,
-    Some(Vec<usize>),
+    Some(SmallVec<[usize; KEYS_INLINE]>),
     Every,
 }
 
@@ -656,7 +661,7 @@ fn stripes_of<'r>(
     if all {
         return Stripes::Every;
     }
-    let mut stripes = Vec::new();
+    let mut stripes = SmallVec::new();
     for (command, args) in requests {
         match command_keys(command, args) {
             Some(keys) => stripes.extend(keys.into_iter().map(stripe_of)),
@@ -1146,7 +1151,7 @@ impl Shared {
     /// Locks `stripes` in stripe order, so lockers never deadlock.
     fn lock_stripes(&self, stripes: &Stripes) -> Guards<'_> {
         match stripes {
-            Stripes::None => Vec::new(),
+            Stripes::None => SmallVec::new(),
             Stripes::Some(stripes) => stripes
                 .iter()
                 .map(|&stripe| self.stripes[stripe].lock())
@@ -1185,9 +1190,12 @@ fn arity_ok(command: &CommandSpec, args: &[Bytes]) -> bool {
 }
 
 /// The keys `args` name under `command`'s key spec; `None` when it may touch any key.
-fn command_keys<'a>(command: &CommandSpec, args: &'a [Bytes]) -> Option<Vec<&'a [u8]>> {
+fn command_keys<'a>(
+    command: &CommandSpec,
+    args: &'a [Bytes],
+) -> Option<SmallVec<[&'a [u8]; KEYS_INLINE]>> {
     match command.keys {
-        KeySpec::None => Some(Vec::new()),
+        KeySpec::None => Some(SmallVec::new()),
         KeySpec::All => None,
         KeySpec::Range(first, last, step) => {
             let last = if last < 0 {
@@ -1209,7 +1217,7 @@ fn command_keys<'a>(command: &CommandSpec, args: &'a [Bytes]) -> Option<Vec<&'a 
                 .and_then(|count| parse_int(count).ok())
                 .unwrap_or(0)
                 .clamp(0, args.len() as i64) as usize;
-            let mut keys: Vec<&[u8]> = args
+            let mut keys: SmallVec<[&[u8]; KEYS_INLINE]> = args
                 .iter()
                 .skip(at + 1)
                 .take(count)
@@ -1536,12 +1544,12 @@ mod tests {
         };
         let mset = args(&["MSET", "a", "1", "b", "2"]);
         assert_eq!(
-            command_keys(find("MSET"), &mset).unwrap(),
+            command_keys(find("MSET"), &mset).unwrap().to_vec(),
             vec![&b"a"[..], &b"b"[..]]
         );
         let card = args(&["SINTERCARD", "2", "x", "y", "LIMIT", "5"]);
         assert_eq!(
-            command_keys(find("SINTERCARD"), &card).unwrap(),
+            command_keys(find("SINTERCARD"), &card).unwrap().to_vec(),
             vec![&b"x"[..], &b"y"[..]]
         );
         assert!(command_keys(find("FLUSHALL"), &args(&["FLUSHALL"])).is_none());

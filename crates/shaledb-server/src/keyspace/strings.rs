@@ -47,9 +47,11 @@ impl StringValue {
     }
 }
 
-/// What a write makes a string hold: bytes at hand, or a blob its client sent.
+/// What a write makes a string hold: bytes at hand, shared bytes (a request's argument, kept
+/// without a copy until the commit copies it into its batch), or a blob its client sent.
 pub enum StringInput<'a> {
     Bytes(&'a [u8]),
+    Shared(&'a Bytes),
     Staged(StagedBlob),
 }
 
@@ -61,7 +63,7 @@ impl<'a> From<&'a [u8]> for StringInput<'a> {
 
 impl<'a> From<&'a Bytes> for StringInput<'a> {
     fn from(data: &'a Bytes) -> Self {
-        StringInput::Bytes(data)
+        StringInput::Shared(data)
     }
 }
 
@@ -188,14 +190,19 @@ impl View<'_, '_> {
         }
         let blob = match data.into() {
             StringInput::Bytes(data) if data.len() <= CHUNK_BYTES => {
-                self.put_record(record.clone(), Bytes::copy_from_slice(data));
+                self.put_record(record, Bytes::copy_from_slice(data));
+                None
+            }
+            StringInput::Shared(data) if data.len() <= CHUNK_BYTES => {
+                self.put_record(record, data.clone());
                 None
             }
             StringInput::Bytes(data) => Some(stage_bytes(&self.space(), data)?),
+            StringInput::Shared(data) => Some(stage_bytes(&self.space(), data)?),
             StringInput::Staged(blob) => Some(blob),
         };
         if let Some(blob) = blob {
-            self.delete_record(&record);
+            self.delete_record(&record_key(key, tag::STRING, &[])?);
             self.link_blob(key, blob)?;
         }
         self.touch(key);

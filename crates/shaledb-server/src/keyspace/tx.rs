@@ -18,6 +18,7 @@ use super::{
 use super::{Space, SpaceNow};
 use bytes::Bytes;
 use shaledb::{SyncPoint, WriteBatch};
+use smallvec::SmallVec;
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
@@ -29,22 +30,61 @@ use std::sync::Arc;
 const FIRST_RECORD_PROBES: usize = 4;
 
 /// A transaction's record writes: database -> record key -> `Some(value)` put or `None`
-/// deleted. Kept per database so a read looks its record key up as it is, with no slot key
-/// built (a pipeline's batched commands read through many writes). No empty inner map.
-#[derive(Default, Clone, Debug, PartialEq)]
-struct PendingWrites(BTreeMap<usize, BTreeMap<Vec<u8>, Option<Bytes>>>);
+/// deleted, in (database, record key) order. A few are kept in a sorted array, which a one-key
+/// command's write fills without an allocation (two B-trees, each a node of eleven slots, were
+/// two allocations per SET); more move into a B-tree per database, so a read looks its record
+/// key up as it is, with no slot key built (a pipeline's batched commands read through many
+/// writes). No empty inner map.
+#[derive(Clone, Debug)]
+// The inline array is the point: a transaction lives on its command's stack, and boxing the
+// array would be the allocation it saves.
+#[allow(clippy::large_enum_variant)]
+enum PendingWrites {
+    Few(SmallVec<[PendingWrite; FEW_WRITES]>),
+    Many(BTreeMap<usize, BTreeMap<Vec<u8>, Option<Bytes>>>),
+}
+
+/// A write: its database, record key, and `Some(value)` put or `None` deleted.
+type PendingWrite = (usize, Vec<u8>, Option<Bytes>);
+
+/// Writes a transaction keeps in a sorted array before it moves them into B-trees.
+const FEW_WRITES: usize = 4;
+
+impl Default for PendingWrites {
+    fn default() -> Self {
+        PendingWrites::Few(SmallVec::new())
+    }
+}
+
+impl PartialEq for PendingWrites {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
 
 impl PendingWrites {
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        match self {
+            PendingWrites::Few(writes) => writes.is_empty(),
+            PendingWrites::Many(writes) => writes.is_empty(),
+        }
     }
 
     fn len(&self) -> usize {
-        self.0.values().map(BTreeMap::len).sum()
+        match self {
+            PendingWrites::Few(writes) => writes.len(),
+            PendingWrites::Many(writes) => writes.values().map(BTreeMap::len).sum(),
+        }
     }
 
     fn get(&self, db: usize, record: &[u8]) -> Option<&Option<Bytes>> {
-        self.0.get(&db)?.get(record)
+        match self {
+            PendingWrites::Few(writes) => writes
+                .iter()
+                .find(|(at, key, _)| *at == db && key.as_slice() == record)
+                .map(|(_, _, value)| value),
+            PendingWrites::Many(writes) => writes.get(&db)?.get(record),
+        }
     }
 
     /// Sets a slot; what it held before.
@@ -53,17 +93,49 @@ impl PendingWrites {
         (db, record): (usize, Vec<u8>),
         value: Option<Bytes>,
     ) -> Option<Option<Bytes>> {
-        self.0.entry(db).or_default().insert(record, value)
+        if let PendingWrites::Few(writes) = self {
+            let place = writes
+                .binary_search_by(|(at, key, _)| (*at, key.as_slice()).cmp(&(db, &record[..])));
+            match place {
+                Ok(found) => return Some(std::mem::replace(&mut writes[found].2, value)),
+                Err(place) if writes.len() < FEW_WRITES => {
+                    writes.insert(place, (db, record, value));
+                    return None;
+                }
+                Err(_) => {
+                    let mut many: BTreeMap<usize, BTreeMap<Vec<u8>, Option<Bytes>>> =
+                        BTreeMap::new();
+                    for (db, record, value) in writes.drain(..) {
+                        many.entry(db).or_default().insert(record, value);
+                    }
+                    *self = PendingWrites::Many(many);
+                }
+            }
+        }
+        let PendingWrites::Many(writes) = self else {
+            unreachable!("a full array moved into B-trees above")
+        };
+        writes.entry(db).or_default().insert(record, value)
     }
 
     /// Empties a slot; what it held.
     fn remove(&mut self, db: usize, record: &[u8]) -> Option<Option<Bytes>> {
-        let records = self.0.get_mut(&db)?;
-        let before = records.remove(record);
-        if records.is_empty() {
-            self.0.remove(&db);
+        match self {
+            PendingWrites::Few(writes) => {
+                let found = writes
+                    .iter()
+                    .position(|(at, key, _)| *at == db && key.as_slice() == record)?;
+                Some(writes.remove(found).2)
+            }
+            PendingWrites::Many(writes) => {
+                let records = writes.get_mut(&db)?;
+                let before = records.remove(record);
+                if records.is_empty() {
+                    writes.remove(&db);
+                }
+                before
+            }
         }
-        before
     }
 
     /// Database `db`'s writes from `start` (inclusive) to `end` (exclusive), found with one
@@ -85,18 +157,53 @@ impl PendingWrites {
         db: usize,
         start: &'a [u8],
     ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Bytes>)> + 'a {
-        self.0.get(&db).into_iter().flat_map(move |records| {
+        let (few, many) = match self {
+            PendingWrites::Few(writes) => (Some(writes), None),
+            PendingWrites::Many(writes) => (None, writes.get(&db)),
+        };
+        let few = few.into_iter().flat_map(move |writes| {
+            writes
+                .iter()
+                .filter(move |(at, key, _)| *at == db && key.as_slice() >= start)
+                .map(|(_, key, value)| (key, value))
+        });
+        let many = many.into_iter().flat_map(move |records| {
             records.range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
-        })
+        });
+        few.chain(many)
+    }
+
+    /// Every write, in (database, record key) order.
+    fn iter(&self) -> impl Iterator<Item = (usize, &Vec<u8>, &Option<Bytes>)> {
+        let (few, many) = match self {
+            PendingWrites::Few(writes) => (Some(writes), None),
+            PendingWrites::Many(writes) => (None, Some(writes)),
+        };
+        let few = few
+            .into_iter()
+            .flat_map(|writes| writes.iter().map(|(db, key, value)| (*db, key, value)));
+        let many = many.into_iter().flat_map(|writes| {
+            writes
+                .iter()
+                .flat_map(|(db, records)| records.iter().map(move |(key, value)| (*db, key, value)))
+        });
+        few.chain(many)
     }
 
     /// Every write, in (database, record key) order.
     fn into_records(self) -> impl Iterator<Item = (usize, Vec<u8>, Option<Bytes>)> {
-        self.0.into_iter().flat_map(|(db, records)| {
-            records
-                .into_iter()
-                .map(move |(record, value)| (db, record, value))
-        })
+        let (few, many) = match self {
+            PendingWrites::Few(writes) => (Some(writes), None),
+            PendingWrites::Many(writes) => (None, Some(writes)),
+        };
+        let many = many.into_iter().flat_map(|writes| {
+            writes.into_iter().flat_map(|(db, records)| {
+                records
+                    .into_iter()
+                    .map(move |(record, value)| (db, record, value))
+            })
+        });
+        few.into_iter().flatten().chain(many)
     }
 }
 
