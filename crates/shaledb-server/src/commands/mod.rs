@@ -1306,10 +1306,13 @@ fn parse_float(arg: &[u8]) -> Option<f64> {
     {
         return None;
     }
-    let value = match text.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        _ => text.parse::<f64>().ok()?,
+    let named = |names: &[&str]| names.iter().any(|name| text.eq_ignore_ascii_case(name));
+    let value = if named(&["inf", "+inf", "infinity", "+infinity"]) {
+        f64::INFINITY
+    } else if named(&["-inf", "-infinity"]) {
+        f64::NEG_INFINITY
+    } else {
+        text.parse::<f64>().ok()?
     };
     (!value.is_nan()).then_some(value)
 }

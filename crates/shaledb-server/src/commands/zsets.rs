@@ -287,15 +287,20 @@ pub(super) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
         (false, false, false, false, false, false);
     let mut position = 2;
     while let Some(option) = args.get(position) {
-        match option.to_ascii_uppercase().as_slice() {
-            b"NX" => nx = true,
-            b"XX" => xx = true,
-            b"GT" => gt = true,
-            b"LT" => lt = true,
-            b"CH" => ch = true,
-            b"INCR" => increment = true,
-            _ => break,
-        }
+        let flag = [
+            ("NX", &mut nx),
+            ("XX", &mut xx),
+            ("GT", &mut gt),
+            ("LT", &mut lt),
+            ("CH", &mut ch),
+            ("INCR", &mut increment),
+        ]
+        .into_iter()
+        .find(|(name, _)| is(option, name));
+        let Some((_, flag)) = flag else {
+            break;
+        };
+        *flag = true;
         position += 1;
     }
     let rest = &args[position..];
@@ -326,7 +331,9 @@ pub(super) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let mut view = ctx.view();
     let mut exists = view.prepare(key, KeyType::ZSet)?;
     // Scores as this command leaves them, so a member named twice is handled as Redis does.
+    // (Only needed, and only kept, when the command names more than one member.)
     let mut scores: HashMap<Bytes, Option<f64>> = HashMap::new();
+    let many = pairs.len() > 1;
     let (mut added, mut changed) = (0i64, 0i64);
     let mut result = None;
     for (score, member) in pairs {
@@ -360,7 +367,9 @@ pub(super) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
             added += 1;
         }
         view.zset_put(key, &member, new, old, &mut exists)?;
-        scores.insert(member, Some(new));
+        if many {
+            scores.insert(member, Some(new));
+        }
         result = Some(new);
     }
     if increment {

@@ -43,28 +43,30 @@ impl View<'_, '_> {
     /// The positions of the first element and past the last; `None` for no list.
     fn list_bounds(&self, key: &[u8]) -> Result<Option<(i64, i64)>> {
         let record = record_key(key, tag::LIST_BOUNDS, &[])?;
-        let Some(value) = self.record(&record)? else {
-            return Ok(None);
-        };
-        // Exactly two 8-byte numbers, head below tail: anything else is damage.
-        let (head, tail) = <[u8; 16]>::try_from(&value[..])
-            .ok()
-            .map(|bytes| {
-                let head = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
-                let tail = i64::from_be_bytes(bytes[8..].try_into().expect("8 bytes"));
-                (head, tail)
-            })
-            .filter(|(head, tail)| head < tail)
-            .ok_or_else(|| {
-                damaged(
-                    &format!(
-                        "a list's bounds ({} bytes; 16, head below tail)",
-                        value.len()
-                    ),
-                    &record,
-                )
-            })?;
-        Ok(Some((head, tail)))
+        self.record_with(&record, |value| {
+            let Some(value) = value else {
+                return Ok(None);
+            };
+            // Exactly two 8-byte numbers, head below tail: anything else is damage.
+            let (head, tail) = <[u8; 16]>::try_from(value)
+                .ok()
+                .map(|bytes| {
+                    let head = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
+                    let tail = i64::from_be_bytes(bytes[8..].try_into().expect("8 bytes"));
+                    (head, tail)
+                })
+                .filter(|(head, tail)| head < tail)
+                .ok_or_else(|| {
+                    damaged(
+                        &format!(
+                            "a list's bounds ({} bytes; 16, head below tail)",
+                            value.len()
+                        ),
+                        &record,
+                    )
+                })?;
+            Ok(Some((head, tail)))
+        })?
     }
 
     fn write_list_bounds(&mut self, key: &[u8], head: i64, tail: i64) -> Result<()> {

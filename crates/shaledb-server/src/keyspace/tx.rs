@@ -77,6 +77,16 @@ impl PendingWrites {
         }
     }
 
+    fn get_mut(&mut self, db: usize, record: &[u8]) -> Option<&mut Option<Bytes>> {
+        match self {
+            PendingWrites::Few(writes) => writes
+                .iter_mut()
+                .find(|(at, key, _)| *at == db && key.as_slice() == record)
+                .map(|(_, _, value)| value),
+            PendingWrites::Many(writes) => writes.get_mut(&db)?.get_mut(record),
+        }
+    }
+
     fn get(&self, db: usize, record: &[u8]) -> Option<&Option<Bytes>> {
         match self {
             PendingWrites::Few(writes) => writes
@@ -546,7 +556,11 @@ impl Tx<'_> {
                 self.writes.insert(slot, value);
             }
             Some(undo) => {
-                let before = self.writes.insert(slot.clone(), value);
+                // A slot written before keeps its key: the undo log takes this one, no copy.
+                let before = match self.writes.get_mut(slot.0, &slot.1) {
+                    Some(held) => Some(std::mem::replace(held, value)),
+                    None => self.writes.insert(slot.clone(), value),
+                };
                 undo.push(Undo::Write(slot, before));
             }
         }
@@ -602,6 +616,20 @@ impl<'t, 's> View<'t, 's> {
             return Some(value.clone());
         }
         self.is_cleared(record).then_some(None)
+    }
+
+    /// What `read` makes of the value of one record, read without a copy of a value this
+    /// transaction wrote (a clone of a value built from a `Vec` allocates: the list bounds a
+    /// pipeline of pushes writes and reads back for each push).
+    pub(super) fn record_with<T>(
+        &self,
+        record: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> T,
+    ) -> Result<T> {
+        if let Some(value) = self.tx.writes.get(self.db, record) {
+            return Ok(read(value.as_deref()));
+        }
+        Ok(read(self.record(record)?.as_deref()))
     }
 
     /// The value of one record.
