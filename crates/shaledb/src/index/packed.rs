@@ -26,8 +26,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A leaf shrunk below this many bytes merges with a neighbour when both fit in half a leaf.
 const LEAF_BYTES_LOW: usize = LEAF_BYTES_MAX / 4;
-/// Free places in the slab a map keeps before it compacts the slab (once they are half of it).
-const SLAB_FREE_MIN: usize = 16;
 /// Allocator bookkeeping per heap allocation, for the DRAM estimate.
 const ALLOCATION_OVERHEAD_BYTES: usize = 16;
 
@@ -520,7 +518,8 @@ impl PackedMap {
         merged.shrink_to_fit();
         debug_assert!(!merged.is_oversized(), "a merge stays within a leaf");
         self.slab[left_id as usize] = merged;
-        if self.free.len() > SLAB_FREE_MIN && self.free.len() * 2 > self.slab.len() {
+        // Amortized: after a compaction, as many merges as there are leaves come first.
+        if self.free.len() * 2 > self.slab.len() {
             self.compact_slab();
         }
     }
