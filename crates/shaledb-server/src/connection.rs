@@ -781,7 +781,7 @@ fn execute_slice(
     // reserved once instead of grown reply by reply.
     let mut output =
         Output::with_capacity((pending.len() * SHORT_REPLY_BYTES).min(OUTPUT_FLUSH_BYTES));
-    let mut run = PipelineRun::deferring_sync();
+    let mut run = PipelineRun::deferring_sync(pending.len());
     while let Some(mut request) = pending.pop_front() {
         shared.execute_pipelined(session, &mut request, pending.front(), &mut run);
         if session.blocked.is_some() {

@@ -87,7 +87,7 @@ impl Shared {
                 session.protocol = waiter.protocol;
                 session.authenticated = true;
                 session.block_retry = true;
-                let mut run = PipelineRun::deferring_sync();
+                let mut run = PipelineRun::deferring_sync(1);
                 let command = command_index(&waiter.request[0]);
                 self.execute_one(&mut session, &waiter.request, command, None, &mut run);
                 self.commit_run(&mut run);

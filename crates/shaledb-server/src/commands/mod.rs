@@ -598,6 +598,9 @@ impl<'s> Ctx<'_, 's> {
     }
 }
 
+/// Replies a pipeline's run reserves room for at first (a longer pipeline's grow as usual).
+const REPLIES_RESERVED_MAX: usize = 64;
+
 /// Locks held while a writing command (or EXEC) runs and commits.
 type Guards<'a> = SmallVec<[StripeGuard<'a>; KEYS_INLINE]>;
 
@@ -722,9 +725,12 @@ impl PipelineRun<'_> {
     /// `take_sync_point`'s point is synced (`Db::wait_synced`). Under `sync` durability this
     /// lets a network thread run a pipeline without blocking on fdatasync, and one wait cover
     /// all of it.
-    pub fn deferring_sync() -> Self {
+    /// A run of about `requests` requests (its replies' room reserved for them, at most
+    /// `REPLIES_RESERVED_MAX`).
+    pub fn deferring_sync(requests: usize) -> Self {
         PipelineRun {
             deferred_sync: Some(SyncPoint::default()),
+            replies: Vec::with_capacity(requests.min(REPLIES_RESERVED_MAX)),
             ..PipelineRun::default()
         }
     }

@@ -221,13 +221,20 @@ fn base_with_room(key: &[u8], more: usize) -> Vec<u8> {
 }
 
 fn record_key(key: &[u8], tag: u8, suffix: &[u8]) -> Result<Vec<u8>> {
+    check_record_key_len(key, suffix)?;
     let mut out = base_with_room(key, 1 + suffix.len());
     out.push(tag);
     out.extend_from_slice(suffix);
-    if out.len() > shaledb::limits::KEY_BYTES_MAX {
+    Ok(out)
+}
+
+/// Whether `record_key(key, _, suffix)` fits the engine's key limit (TooLarge if not), without
+/// building it.
+fn check_record_key_len(key: &[u8], suffix: &[u8]) -> Result<()> {
+    if 4 + key.len() + 1 + suffix.len() > shaledb::limits::KEY_BYTES_MAX {
         return Err(Failure::TooLarge);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The bound past every record of `key`.

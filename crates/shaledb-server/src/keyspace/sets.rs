@@ -4,11 +4,12 @@
 use super::tx::View;
 use super::{KeyType, Result};
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 impl View<'_, '_> {
     /// Adds members; returns how many were new.
     pub fn set_add(&mut self, key: &[u8], members: &[Bytes]) -> Result<usize> {
-        let pairs: Vec<(Bytes, Bytes)> = members
+        let pairs: SmallVec<[(Bytes, Bytes); 4]> = members
             .iter()
             .map(|member| (member.clone(), Bytes::new()))
             .collect();

@@ -12,8 +12,8 @@ use super::packed::{packed_tag, Packed, Packing};
 use super::records::{Base, Records};
 use super::strings::StringValue;
 use super::{
-    base, count_key, damaged, key_end, record_key, record_u64, tag, KeyType, Keyspace, Result,
-    BLOBS, DATA, EXPIRY_QUEUE, KEY_COUNTS,
+    base, check_record_key_len, count_key, damaged, key_end, record_key, record_u64, tag, KeyType,
+    Keyspace, Result, BLOBS, DATA, EXPIRY_QUEUE, KEY_COUNTS,
 };
 use super::{Space, SpaceNow};
 use bytes::Bytes;
@@ -881,7 +881,7 @@ impl<'t, 's> View<'t, 's> {
         let member_tag = plain_member_tag(kind)?;
         // Every member must fit a record of its own, which a packed one may become.
         for (field, _) in pairs {
-            record_key(key, member_tag, field)?;
+            check_record_key_len(key, field)?;
         }
         let existing = self.prepare_collection(key, kind)?;
         let added = match existing {
