@@ -107,12 +107,13 @@ impl PackedMap {
 
     /// The entry of `key` and the value kept with it, if any.
     pub fn get_with_value(&self, key: &[u8]) -> Option<(Entry, Option<&[u8]>)> {
-        let (_, id) = self.leaf_for(key)?;
-        let leaf = &self.slab[id as usize];
-        let suffix = &key[usize::from(leaf.prefix_len)..];
-        let found = leaf.search(suffix).ok();
+        if self.leaves.is_empty() {
+            return None;
+        }
+        let (id, place) = self.locate(key);
+        let found = place.ok();
         self.remember(key, id, found);
-        Some(leaf.entry_with_value(found?))
+        Some(self.slab[id as usize].entry_with_value(found?))
     }
 
     /// Notes that this thread's search of this map ended in leaf `leaf`, at `at` if the key
@@ -311,7 +312,11 @@ impl PackedMap {
         let mut key = Vec::new();
         // Visits `leaf`'s entries from the `skip`th in the walk's direction; breaks once the
         // walk is over.
-        let mut walk = |fence: &[u8], leaf: &Leaf, skip: usize| -> ControlFlow<()> {
+        // The first key visited is remembered as a search's result (`Found`): a key's type is
+        // read as the first of its records, whose value is read next.
+        let mut remembered = false;
+        let mut walk = |fence: &[u8], id: LeafId, skip: usize| {
+            let leaf = &self.slab[id as usize];
             let count = leaf.slots.len();
             for step in skip..count {
                 let at = if reverse { count - 1 - step } else { step };
@@ -323,6 +328,10 @@ impl PackedMap {
                 };
                 if ended {
                     return ControlFlow::Break(());
+                }
+                if !remembered {
+                    remembered = true;
+                    self.remember(&key, id, Some(at));
                 }
                 let (entry, value) = leaf.entry_with_value(at);
                 if visit(&key, entry, value).is_break() {
@@ -350,7 +359,7 @@ impl PackedMap {
                     (Ok(at), true) => count - at - usize::from(included),
                     (Err(at), true) => count - at,
                 };
-                if walk(fence, leaf, skip).is_break() {
+                if walk(fence, id, skip).is_break() {
                     return;
                 }
                 let after = (Bound::Excluded(fence), Bound::Unbounded);
@@ -365,7 +374,7 @@ impl PackedMap {
             Bound::Unbounded => Box::new(self.leaves.iter()),
         };
         for (fence, &id) in rest {
-            if walk(fence, &self.slab[id as usize], 0).is_break() {
+            if walk(fence, id, 0).is_break() {
                 return;
             }
         }

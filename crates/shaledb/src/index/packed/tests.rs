@@ -146,13 +146,15 @@ enum Op {
     Remove(Vec<u8>),
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
     /// What a server's write does: a read of the key (or, when `decoy`, of the key in another
-    /// map), then a write of `other` (which may move the key in its leaf or split the leaf),
-    /// then the key's write, which may start where the read ended.
+    /// map; when `walk`, a range walk from the key, whose first key is then the one written),
+    /// then a write of `other` (which may move the key in its leaf or split the leaf), then the
+    /// key's write, which may start where the read ended.
     ReadThenWrite {
         key: Vec<u8>,
         other: Vec<u8>,
         n: u64,
         decoy: bool,
+        walk: bool,
     },
 }
 
@@ -182,8 +184,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => key().prop_map(Op::Remove),
         2 => (bound(), bound(), any::<bool>())
             .prop_map(|(low, high, reverse)| Op::Range(low, high, reverse)),
-        4 => (key(), key(), any::<u64>(), any::<bool>())
-            .prop_map(|(key, other, n, decoy)| Op::ReadThenWrite { key, other, n: n >> 1, decoy }),
+        4 => (key(), key(), any::<u64>(), any::<bool>(), any::<bool>())
+            .prop_map(|(key, other, n, decoy, walk)| Op::ReadThenWrite { key, other, n: n >> 1, decoy, walk }),
     ]
 }
 
@@ -242,8 +244,17 @@ proptest! {
                 Op::Remove(key) => {
                     prop_assert_eq!(map.remove(&key), old_entry(model.remove(&key)));
                 }
-                Op::ReadThenWrite { key, other, n, decoy: read_decoy } => {
-                    if read_decoy {
+                Op::ReadThenWrite { key, other, n, decoy: read_decoy, walk } => {
+                    let mut key = key;
+                    if walk {
+                        let mut first = None;
+                        map.visit_range(Bound::Included(&key), Bound::Unbounded, false, |found, _, _| {
+                            first = Some(found.to_vec());
+                            ControlFlow::Break(())
+                        });
+                        prop_assert_eq!(&first, &model.range(key.clone()..).next().map(|(found, _)| found.clone()));
+                        key = first.unwrap_or(key);
+                    } else if read_decoy {
                         decoy.get(&key);
                     } else {
                         prop_assert_eq!(map.get(&key), model.get(&key).map(|(entry, _)| *entry));
