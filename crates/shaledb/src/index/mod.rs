@@ -7,6 +7,7 @@ mod kvs_index;
 mod leaf;
 mod packed;
 mod partitioned;
+mod recent;
 
 pub use entry::{keeps_value, Entry, Key};
 pub use kvs_index::{KvsIndex, Liveness, RangeSize};

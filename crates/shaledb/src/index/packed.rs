@@ -11,15 +11,16 @@
 //! A write usually follows a read of the same key on the same thread (the server reads a key's
 //! record to check its type, then commits the new one), and its search of the B-tree and the
 //! leaf was nearly as costly as the read's, though every line it touched was warm. So leaves sit
-//! at stable places in a slab, and each thread remembers where its last search of a map ended
-//! ([`Found`]): an insert of that key into that map, while no leaf was added or removed since
-//! (`shape`), goes straight to the leaf and checks the entry there instead of searching.
+//! at stable places in a slab, and each thread remembers where its recent searches ended
+//! (`recent.rs`): a read or insert of such a key in the same map, while no leaf was added or
+//! removed since (`shape`), goes straight to the leaf and checks the entry there instead of
+//! searching.
 
 use super::entry::Entry;
 use super::leaf::{Leaf, Slot, LEAF_BYTES_MAX};
+use super::recent::{self, Found};
 use crate::segment::Location;
 use crate::short_bytes::ShortBytes;
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,7 +41,8 @@ pub struct PackedMap {
     /// Places in `slab` whose leaves were merged away, for the next split.
     free: Vec<LeafId>,
     len: usize,
-    /// This map's number, unique in the process: what a thread's [`Found`] names it by.
+    /// This map's number, unique in the process: what a thread's notes of its searches name it
+    /// by (`recent.rs`).
     id: u64,
     /// Changed whenever a leaf is added or removed (a split, a merge, the first leaf), which is
     /// whenever a key may move to another leaf or a leaf's prefix changes.
@@ -53,32 +55,6 @@ type Fence = ShortBytes;
 
 /// A leaf's place in the slab.
 type LeafId = u32;
-
-/// Where a thread's last search of a map ended: the key, the leaf holding its range then, and
-/// its position in that leaf if it was there.
-#[derive(Clone, Copy)]
-struct Found {
-    map: u64,
-    shape: u64,
-    leaf: LeafId,
-    at: Option<u32>,
-    key_len: u8,
-    key: [u8; FOUND_KEY_BYTES_MAX],
-}
-
-/// Keys up to this long are remembered by a search (a server's records of YCSB's and
-/// redis-benchmark's keys are 20-40 bytes); a longer key's write searches again.
-const FOUND_KEY_BYTES_MAX: usize = 64;
-
-impl Found {
-    fn key(&self) -> &[u8] {
-        &self.key[..usize::from(self.key_len)]
-    }
-}
-
-thread_local! {
-    static LAST_FOUND: Cell<Option<Found>> = const { Cell::new(None) };
-}
 
 /// The number of the next map made.
 static NEXT_MAP_ID: AtomicU64 = AtomicU64::new(0);
@@ -107,39 +83,27 @@ impl PackedMap {
 
     /// The entry of `key` and the value kept with it, if any.
     pub fn get_with_value(&self, key: &[u8]) -> Option<(Entry, Option<&[u8]>)> {
-        if self.leaves.is_empty() {
-            return None;
-        }
-        let (id, place) = self.locate(key);
-        let found = place.ok();
+        // No recall of an earlier search here: a key is rarely read twice in a row, and the
+        // recall cost reads more than it saved (SET 1.44 -> 1.53 us with it).
+        let (_, id) = self.leaf_for(key)?;
+        let leaf = &self.slab[id as usize];
+        let found = leaf.search(&key[usize::from(leaf.prefix_len)..]).ok();
         self.remember(key, id, found);
-        Some(self.slab[id as usize].entry_with_value(found?))
+        Some(leaf.entry_with_value(found?))
     }
 
     /// Notes that this thread's search of this map ended in leaf `leaf`, at `at` if the key
     /// was there.
     fn remember(&self, key: &[u8], leaf: LeafId, at: Option<usize>) {
-        let found = (key.len() <= FOUND_KEY_BYTES_MAX).then(|| {
-            let mut found = Found {
-                map: self.id,
-                shape: self.shape,
-                leaf,
-                at: at.map(|at| at as u32),
-                key_len: key.len() as u8,
-                key: [0; FOUND_KEY_BYTES_MAX],
-            };
-            found.key[..key.len()].copy_from_slice(key);
-            found
-        });
-        LAST_FOUND.with(|last| last.set(found));
+        let at = at.map(|at| at as u32);
+        recent::remember(self.id, self.shape, key, Found { leaf, at });
     }
 
     /// The leaf `key` belongs in and its place in it (`Ok`) or where it would go (`Err`): from
-    /// this thread's last search of this map if no leaf changed since, else by a search.
+    /// this thread's recent search of the key in this map if no leaf changed since, else by a
+    /// search.
     fn locate(&self, key: &[u8]) -> (LeafId, Result<usize, usize>) {
-        let recalled = LAST_FOUND.with(Cell::get).filter(|found| {
-            found.map == self.id && found.shape == self.shape && found.key() == key
-        });
+        let recalled = recent::recall(self.id, self.shape, key);
         let id = match recalled {
             // The leaves are as they were when the key was looked for, so it still belongs in
             // the leaf found then; whether it is still at the same place is checked below.
@@ -312,7 +276,7 @@ impl PackedMap {
         let mut key = Vec::new();
         // Visits `leaf`'s entries from the `skip`th in the walk's direction; breaks once the
         // walk is over.
-        // The first key visited is remembered as a search's result (`Found`): a key's type is
+        // The first key visited is remembered as a search's result: a key's type is
         // read as the first of its records, whose value is read next.
         let mut remembered = false;
         let mut walk = |fence: &[u8], id: LeafId, skip: usize| {
