@@ -152,6 +152,11 @@ impl Leaf {
             .map_or(self.bytes.len(), |slot| usize::from(slot.start))
     }
 
+    /// The key suffix of the entry at position `at`.
+    pub(super) fn suffix_at(&self, at: usize) -> &[u8] {
+        self.suffix(at).0
+    }
+
     /// Whether the entry at position `at` is the one of `suffix`.
     pub(super) fn holds_at(&self, at: usize, suffix: &[u8]) -> bool {
         at < self.slots.len() && self.suffix(at).0 == suffix

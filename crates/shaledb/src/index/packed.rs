@@ -104,6 +104,11 @@ impl PackedMap {
     /// search.
     fn locate(&self, key: &[u8]) -> (LeafId, Result<usize, usize>) {
         let recalled = recent::recall(self.id, self.shape, key);
+        if recalled.is_none() {
+            if let Some(next) = self.next_after_last_insert(key) {
+                return next;
+            }
+        }
         let id = match recalled {
             // The leaves are as they were when the key was looked for, so it still belongs in
             // the leaf found then; whether it is still at the same place is checked below.
@@ -121,6 +126,28 @@ impl PackedMap {
             .map(|at| at as usize)
             .filter(|&at| leaf.holds_at(at, suffix));
         (id, at.map_or_else(|| leaf.search(suffix), Ok))
+    }
+
+    /// Where `key` goes if it sorts between this thread's last insert into this map and the
+    /// entry after it in the same leaf (a batch's keys come in order: a pipeline of LPUSHes
+    /// puts its new elements one after the other into one leaf). Both are in the leaf, so a
+    /// key between them is too, and is not in the map: it goes right after the last insert.
+    fn next_after_last_insert(&self, key: &[u8]) -> Option<(LeafId, Result<usize, usize>)> {
+        recent::last_insert(self.id, self.shape, |last, found| {
+            let leaf = &self.slab[found.leaf as usize];
+            let prefix = usize::from(leaf.prefix_len);
+            let at = found.at? as usize;
+            // The last insert's key shares the leaf's prefix; one that does not is elsewhere.
+            if key <= last || key.get(..prefix)? != &last[..prefix] {
+                return None;
+            }
+            let suffix = &key[prefix..];
+            let next = at + 1;
+            (leaf.holds_at(at, &last[prefix..])
+                && next < leaf.slots.len()
+                && suffix < leaf.suffix_at(next))
+            .then_some((found.leaf, Err(next)))
+        })
     }
 
     /// Makes `entry` the one of `key`, with `value` kept in it if given (at most
@@ -144,6 +171,11 @@ impl PackedMap {
                 leaf.insert(at, suffix, entry, value);
                 self.len += 1;
                 self.remember(key, id, Some(at));
+                let found = Found {
+                    leaf: id,
+                    at: Some(at as u32),
+                };
+                recent::remember_insert(self.id, self.shape, key, found);
                 None
             }
         };

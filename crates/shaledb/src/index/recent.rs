@@ -56,6 +56,40 @@ thread_local! {
     static NOTES: RefCell<[Note; PLACES]> = const { RefCell::new([Note::EMPTY; PLACES]) };
 }
 
+thread_local! {
+    /// This thread's last insert into any map.
+    static LAST_INSERT: RefCell<Note> = const { RefCell::new(Note::EMPTY) };
+}
+
+/// Notes this thread's insert of `key` into map `map` (of shape `shape`), at `found`.
+pub(super) fn remember_insert(map: u64, shape: u64, key: &[u8], found: Found) {
+    if key.len() > KEY_BYTES_MAX {
+        return;
+    }
+    LAST_INSERT.with_borrow_mut(|note| {
+        note.map = map;
+        note.shape = shape;
+        note.found = found;
+        note.key_len = key.len() as u8;
+        note.key[..key.len()].copy_from_slice(key);
+    });
+}
+
+/// `read` of this thread's last insert (its key and where it went) if it was into map `map`,
+/// still of shape `shape`.
+pub(super) fn last_insert<T>(
+    map: u64,
+    shape: u64,
+    read: impl FnOnce(&[u8], Found) -> Option<T>,
+) -> Option<T> {
+    LAST_INSERT.with_borrow(|note| {
+        if note.map != map || note.shape != shape {
+            return None;
+        }
+        read(&note.key[..usize::from(note.key_len)], note.found)
+    })
+}
+
 /// The place of `key` of map `map` among the notes: a multiplicative hash of the map's number,
 /// the key's length and its last eight bytes (where keys that share a prefix differ; a
 /// collision costs only a search).

@@ -156,6 +156,9 @@ enum Op {
         decoy: bool,
         walk: bool,
     },
+    /// Inserts of the key with each byte of `tails` appended, in order (ascending when the
+    /// tails are: a batch's keys, each right after the one before in its leaf).
+    InsertRun(Vec<u8>, Vec<u8>, u64),
 }
 
 /// Keys over a small alphabet, so they share prefixes and collide, some of them long.
@@ -184,6 +187,13 @@ fn op() -> impl Strategy<Value = Op> {
         3 => key().prop_map(Op::Remove),
         2 => (bound(), bound(), any::<bool>())
             .prop_map(|(low, high, reverse)| Op::Range(low, high, reverse)),
+        2 => (key(), proptest::collection::vec(any::<u8>(), 1..40), any::<u64>())
+            .prop_map(|(key, mut tails, n)| {
+                if n % 4 != 0 {
+                    tails.sort_unstable();
+                }
+                Op::InsertRun(key, tails, n >> 1)
+            }),
         4 => (key(), key(), any::<u64>(), any::<bool>(), any::<bool>())
             .prop_map(|(key, other, n, decoy, walk)| Op::ReadThenWrite { key, other, n: n >> 1, decoy, walk }),
     ]
@@ -243,6 +253,17 @@ proptest! {
                 }
                 Op::Remove(key) => {
                     prop_assert_eq!(map.remove(&key), old_entry(model.remove(&key)));
+                }
+                Op::InsertRun(key, tails, n) => {
+                    for (i, tail) in tails.into_iter().enumerate() {
+                        let key = [key.as_slice(), &[tail]].concat();
+                        let n = n.wrapping_add(i as u64) >> 1;
+                        let value = value_of(n);
+                        prop_assert_eq!(
+                            map.insert(&key, entry(n), value.as_deref()),
+                            old_entry(model.insert(key, (entry(n), value)))
+                        );
+                    }
                 }
                 Op::ReadThenWrite { key, other, n, decoy: read_decoy, walk } => {
                     let mut key = key;
@@ -378,4 +399,37 @@ fn a_search_of_one_map_never_steers_a_write_to_another() {
     assert_eq!(second.insert(&key, entry(2), None), None);
     assert_eq!(second.get(&key), Some(entry(2)));
     assert_eq!(first.get(&key), Some(entry(1)));
+}
+
+/// Keys inserted in ascending order go right after the one before when they sort before the
+/// entry that follows it, and are searched for when they do not.
+#[test]
+fn an_ascending_run_of_inserts_keeps_the_order() {
+    let key = |n: u16| n.to_be_bytes().to_vec();
+    let mut map = PackedMap::default();
+    let mut model = BTreeMap::new();
+    let mut insert = |map: &mut PackedMap, n: u16| {
+        assert_eq!(
+            map.insert(&key(n), entry(n.into()), None),
+            model.insert(key(n), entry(n.into()))
+        );
+    };
+    for n in (0..2000).step_by(10) {
+        insert(&mut map, n);
+    }
+    // Runs that fit between two keys, and runs that pass over them.
+    for n in (101..109).chain((1..2000).step_by(2)).chain(1995..2010) {
+        insert(&mut map, n);
+    }
+    let mut all = Vec::new();
+    map.visit_range(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        false,
+        |key, entry, _| {
+            all.push((key.to_vec(), entry));
+            ControlFlow::Continue(())
+        },
+    );
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
 }
