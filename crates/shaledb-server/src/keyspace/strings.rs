@@ -188,22 +188,22 @@ impl View<'_, '_> {
             self.created(key);
             self.write_expiry(key, None, new_expiry)?;
         }
-        let blob = match data.into() {
+        // A short string lives in its record (the bytes to put), a long one in a blob.
+        let stored: std::result::Result<Bytes, StagedBlob> = match data.into() {
             StringInput::Bytes(data) if data.len() <= CHUNK_BYTES => {
-                self.put_record(record, Bytes::copy_from_slice(data));
-                None
+                Ok(Bytes::copy_from_slice(data))
             }
-            StringInput::Shared(data) if data.len() <= CHUNK_BYTES => {
-                self.put_record(record, data.clone());
-                None
-            }
-            StringInput::Bytes(data) => Some(stage_bytes(&self.space(), data)?),
-            StringInput::Shared(data) => Some(stage_bytes(&self.space(), data)?),
-            StringInput::Staged(blob) => Some(blob),
+            StringInput::Shared(data) if data.len() <= CHUNK_BYTES => Ok(data.clone()),
+            StringInput::Bytes(data) => Err(stage_bytes(&self.space(), data)?),
+            StringInput::Shared(data) => Err(stage_bytes(&self.space(), data)?),
+            StringInput::Staged(blob) => Err(blob),
         };
-        if let Some(blob) = blob {
-            self.delete_record(&record_key(key, tag::STRING, &[])?);
-            self.link_blob(key, blob)?;
+        match stored {
+            Ok(short) => self.put_record(record, short),
+            Err(blob) => {
+                self.delete_record(&record);
+                self.link_blob(key, blob)?;
+            }
         }
         self.touch(key);
         Ok(())

@@ -159,7 +159,7 @@ impl Leaf {
 
     /// Whether the entry at position `at` is the one of `suffix`.
     pub(super) fn holds_at(&self, at: usize, suffix: &[u8]) -> bool {
-        at < self.slots.len() && self.suffix(at).0 == suffix
+        at < self.slots.len() && self.suffix_at(at) == suffix
     }
 
     pub(super) fn search(&self, suffix: &[u8]) -> Result<usize, usize> {

@@ -11,10 +11,10 @@
 //! A write usually follows a read of the same key on the same thread (the server reads a key's
 //! record to check its type, then commits the new one), and its search of the B-tree and the
 //! leaf was nearly as costly as the read's, though every line it touched was warm. So leaves sit
-//! at stable places in a slab, and each thread remembers where its recent searches ended
-//! (`recent.rs`): a read or insert of such a key in the same map, while no leaf was added or
-//! removed since (`shape`), goes straight to the leaf and checks the entry there instead of
-//! searching.
+//! at stable places in a slab, and each thread remembers where its recent searches and its last
+//! insert ended (`recent.rs`): an insert of such a key (or of a key right after the last insert)
+//! in the same map, while no leaf was added or removed since (`shape`), goes straight to the
+//! leaf and checks the entry there instead of searching.
 
 use super::entry::Entry;
 use super::leaf::{Leaf, Slot, LEAF_BYTES_MAX};
@@ -44,8 +44,9 @@ pub struct PackedMap {
     /// This map's number, unique in the process: what a thread's notes of its searches name it
     /// by (`recent.rs`).
     id: u64,
-    /// Changed whenever a leaf is added or removed (a split, a merge, the first leaf), which is
-    /// whenever a key may move to another leaf or a leaf's prefix changes.
+    /// Changed whenever a leaf is added or removed or the slab compacted (a split, a merge, the
+    /// first leaf), which is whenever a key may move to another leaf or place, or a leaf's
+    /// prefix changes.
     shape: u64,
 }
 

@@ -50,6 +50,18 @@ impl Note {
     fn is(&self, map: u64, key: &[u8]) -> bool {
         self.map == map && usize::from(self.key_len) == key.len() && self.key[..key.len()] == *key
     }
+
+    /// Makes this the note of `key` in map `map` (of shape `shape`), found at `found`; the key
+    /// is copied only if the note held another.
+    fn set(&mut self, map: u64, shape: u64, key: &[u8], found: Found) {
+        if !self.is(map, key) {
+            self.map = map;
+            self.key_len = key.len() as u8;
+            self.key[..key.len()].copy_from_slice(key);
+        }
+        self.shape = shape;
+        self.found = found;
+    }
 }
 
 thread_local! {
@@ -66,13 +78,7 @@ pub(super) fn remember_insert(map: u64, shape: u64, key: &[u8], found: Found) {
     if key.len() > KEY_BYTES_MAX {
         return;
     }
-    LAST_INSERT.with_borrow_mut(|note| {
-        note.map = map;
-        note.shape = shape;
-        note.found = found;
-        note.key_len = key.len() as u8;
-        note.key[..key.len()].copy_from_slice(key);
-    });
+    LAST_INSERT.with_borrow_mut(|note| note.set(map, shape, key, found));
 }
 
 /// `read` of this thread's last insert (its key and where it went) if it was into map `map`,
@@ -107,16 +113,7 @@ pub(super) fn remember(map: u64, shape: u64, key: &[u8], found: Found) {
     if key.len() > KEY_BYTES_MAX {
         return;
     }
-    NOTES.with_borrow_mut(|notes| {
-        let note = &mut notes[place(map, key)];
-        if !note.is(map, key) {
-            note.map = map;
-            note.key_len = key.len() as u8;
-            note.key[..key.len()].copy_from_slice(key);
-        }
-        note.shape = shape;
-        note.found = found;
-    });
+    NOTES.with_borrow_mut(|notes| notes[place(map, key)].set(map, shape, key, found));
 }
 
 /// What this thread's last search of `key` in map `map` found, if it is still noted and the
