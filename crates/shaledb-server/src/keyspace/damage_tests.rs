@@ -6,8 +6,8 @@
 //! make `Shared::new`, which `shale serve` calls before it listens, refuse the KVS.
 
 use super::{
-    count_key, record_key, stripe_of, tag, Failure, DATABASE_KEY, LAYOUT_3_VALUE, LAYOUT_KEY,
-    LAYOUT_VALUE,
+    count_key, record_key, stripe_of, tag, Failure, DATABASE_KEY, LAYOUT_3_VALUE, LAYOUT_4_VALUE,
+    LAYOUT_KEY, LAYOUT_VALUE,
 };
 use crate::commands::{Request, Session, Shared};
 use crate::resp::Reply;
@@ -369,13 +369,13 @@ fn a_wrong_or_missing_layout_record_is_refused_at_open() {
     // Another layout's version.
     let mut server = Server::new();
     assert!(same(&server.call(&["SET", "k", "v"]), &ok()));
-    server.put(LAYOUT_KEY, b"shale-redis-layout 5 4096");
+    server.put(LAYOUT_KEY, b"shale-redis-layout 6 4096");
     let (_dir, reopened) = server.restart();
     match reopened {
         Ok(_) => panic!("opened a KVS of an unknown layout"),
         Err(failure) => match Reply::from(failure) {
             Reply::Error(text) => assert!(
-                text.contains("unknown layout \"shale-redis-layout 5 4096\""),
+                text.contains("unknown layout \"shale-redis-layout 6 4096\""),
                 "{text}"
             ),
             other => panic!("{other:?}"),
@@ -561,6 +561,171 @@ fn a_packed_hash_or_set_that_is_not_a_packing() {
     );
 }
 
+/// A hash of ten 100-byte fields (YCSB's shape, 1 KiB packed) with field `f3` changed since,
+/// so its packed record has a patch; returns the two records.
+fn patched_hash(server: &mut Server, key: &str) -> (Vec<u8>, Vec<u8>) {
+    let value = "v".repeat(100);
+    let mut create = vec!["HSET", key];
+    let fields: Vec<String> = (0..10).map(|n| format!("f{n}")).collect();
+    for field in &fields {
+        create.extend([field.as_str(), value.as_str()]);
+    }
+    assert!(same(&server.call(&create), &Reply::Integer(10)));
+    let packed = record_key(key.as_bytes(), tag::PACKED_HASH, &[]).unwrap();
+    let patch = record_key(key.as_bytes(), tag::PACKED_HASH_PATCH, &[]).unwrap();
+    let whole = server.kvs().get(&packed).unwrap().unwrap();
+    assert!(same(
+        &server.call(&["HSET", key, "f3", "changed"]),
+        &Reply::Integer(0)
+    ));
+    assert_eq!(server.kvs().get(&packed).unwrap().unwrap(), whole);
+    assert!(server.kvs().get(&patch).unwrap().is_some());
+    (packed, patch)
+}
+
+#[test]
+fn a_change_to_a_large_packed_hash_is_a_patch_until_it_grows() {
+    let mut server = Server::new();
+    let (packed, patch) = patched_hash(&mut server, "h");
+    let first = server.kvs().get(&packed).unwrap().unwrap();
+    assert!(same(
+        &server.call(&["HGET", "h", "f3"]),
+        &Reply::Bulk(Bytes::from("changed"))
+    ));
+    assert!(same(&server.call(&["HLEN", "h"]), &Reply::Integer(10)));
+    // A field removed and one added: still a patch, read through.
+    assert!(same(&server.call(&["HDEL", "h", "f0"]), &Reply::Integer(1)));
+    assert!(same(
+        &server.call(&["HSET", "h", "new", "n"]),
+        &Reply::Integer(1)
+    ));
+    assert_eq!(server.kvs().get(&packed).unwrap().unwrap(), first);
+    assert!(same(
+        &server.call(&["HEXISTS", "h", "f0"]),
+        &Reply::Integer(0)
+    ));
+    assert!(same(&server.call(&["HLEN", "h"]), &Reply::Integer(10)));
+    let reply = server.call(&["HGETALL", "h"]);
+    let Reply::Map(pairs) = &reply else {
+        panic!("HGETALL answered {reply:?}");
+    };
+    let fields: Vec<&Reply> = pairs.iter().map(|(field, _)| field).collect();
+    let expected: Vec<Reply> = ["f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9", "new"]
+        .map(|field| Reply::Bulk(Bytes::from(field)))
+        .into();
+    assert!(
+        fields
+            .iter()
+            .zip(&expected)
+            .all(|(got, want)| same(got, want))
+            && fields.len() == 10
+    );
+    assert!(same(&pairs[2].1, &Reply::Bulk(Bytes::from("changed"))));
+    assert!(same(&pairs[9].1, &Reply::Bulk(Bytes::from("n"))));
+    // Past a quarter of the hash the patch is folded in: one record again.
+    let long = "w".repeat(100);
+    let folded_after = ["f1", "f2", "f4"].iter().position(|field| {
+        server.call(&["HSET", "h", field, &long]);
+        server.kvs().get(&patch).unwrap().is_none()
+    });
+    assert!(
+        folded_after.is_some(),
+        "three long fields took over a quarter"
+    );
+    assert_ne!(server.kvs().get(&packed).unwrap().unwrap(), first);
+    assert!(same(
+        &server.call(&["HGET", "h", "f1"]),
+        &Reply::Bulk(Bytes::from(long))
+    ));
+    assert!(same(
+        &server.call(&["OBJECT", "ENCODING", "h"]),
+        &Reply::Bulk(Bytes::from("packed"))
+    ));
+}
+
+#[test]
+fn a_damaged_or_stray_patch_of_a_packed_collection() {
+    let commands: &[&[&str]] = &[
+        &["HGET", "h", "f1"],
+        &["HEXISTS", "h", "x"],
+        &["HGETALL", "h"],
+        &["HVALS", "h"],
+        &["HLEN", "h"],
+        &["HSCAN", "h", "0"],
+        &["HSET", "h", "f1", "1"],
+        &["HDEL", "h", "f1"],
+        &["HRANDFIELD", "h"],
+    ];
+    // A patch that is no patching, or that cannot apply to its packed record.
+    let cases: [(&[u8], &str); 4] = [
+        (b"\x00", "a packed hash's patch with no members"),
+        (
+            b"\x01\x02f3\x01\x09",
+            "a packed hash's patch with a change of no kind",
+        ),
+        (
+            b"\x01\x02zz\x01\x00",
+            "a packed hash's patch removing a member its packed record lacks",
+        ),
+        (b"\x01\x02f3\x05\x01ab", "a packed hash's patch cut short"),
+    ];
+    for (bad, what) in cases {
+        let mut server = Server::new();
+        let (_, patch) = patched_hash(&mut server, "h");
+        server.put(&patch, bad);
+        assert_all_damaged(&mut server, commands, what, &patch);
+    }
+    // A patch whose packed record is gone.
+    let mut server = Server::new();
+    let (packed, patch) = patched_hash(&mut server, "h");
+    server.delete(&packed);
+    assert_all_damaged(
+        &mut server,
+        commands,
+        "a packed collection's patch without its packed record",
+        &patch,
+    );
+    // A member record beside a patched hash.
+    let mut server = Server::new();
+    patched_hash(&mut server, "h");
+    let stray = record_key(b"h", tag::HASH_FIELD, b"g").unwrap();
+    server.put(&stray, b"w");
+    assert_all_damaged(
+        &mut server,
+        &[&["HGETALL", "h"], &["HVALS", "h"]],
+        "a record beside a packed collection",
+        &stray,
+    );
+    // A set's patch gives no member a value.
+    let mut server = Server::new();
+    let members: Vec<String> = (0..12).map(|n| format!("member-{n}-{:-<30}", "")).collect();
+    let mut create = vec!["SADD", "s"];
+    create.extend(members.iter().map(String::as_str));
+    assert!(same(&server.call(&create), &Reply::Integer(12)));
+    assert!(same(
+        &server.call(&["SADD", "s", "one more"]),
+        &Reply::Integer(1)
+    ));
+    let patch = record_key(b"s", tag::PACKED_SET_PATCH, &[]).unwrap();
+    assert!(server.kvs().get(&patch).unwrap().is_some());
+    assert!(same(
+        &server.call(&["SISMEMBER", "s", "one more"]),
+        &Reply::Integer(1)
+    ));
+    assert!(same(&server.call(&["SCARD", "s"]), &Reply::Integer(13)));
+    server.put(&patch, b"\x01\x01a\x02\x01x");
+    assert_all_damaged(
+        &mut server,
+        &[
+            &["SMEMBERS", "s"],
+            &["SISMEMBER", "s", "a"],
+            &["SADD", "s", "b"],
+        ],
+        "a packed set's patch giving a set member a value",
+        &patch,
+    );
+}
+
 #[test]
 fn a_member_record_beside_a_packed_hash() {
     // A key is packed or a record per member, never both: reading all of it names the stray.
@@ -580,31 +745,34 @@ fn a_member_record_beside_a_packed_hash() {
 }
 
 #[test]
-fn a_layout_3_database_is_served_and_marked_layout_4() {
-    // Layout 3 had no packed records: its data is served as it is, and its layout record is
-    // rewritten so a server that predates packing refuses it rather than meet one.
-    let mut server = Server::new();
-    assert!(same(
-        &server.call(&["HSET", "h", "f", "v"]),
-        &Reply::Integer(1)
-    ));
-    server.put(LAYOUT_KEY, LAYOUT_3_VALUE.as_bytes());
-    let (dir, reopened) = server.restart();
-    let shared = reopened.unwrap_or_else(|_| panic!("a layout-3 database opens"));
-    let mut session = shared.new_session();
-    let reply = shared
-        .execute(
-            &mut session,
-            &mut Request::from(vec![
-                Bytes::from("HGET"),
-                Bytes::from("h"),
-                Bytes::from("f"),
-            ]),
-        )
-        .expect("HGET does not block");
-    assert!(same(&reply, &Reply::Bulk(Bytes::from("v"))), "{reply:?}");
-    let layout = shared.db.kvs(KVS).unwrap().get(LAYOUT_KEY).unwrap();
-    assert_eq!(layout.as_deref(), Some(LAYOUT_VALUE.as_bytes()));
-    drop(shared);
-    drop(dir);
+fn layout_3_and_4_databases_are_served_and_marked_layout_5() {
+    // Layout 3 had no packed records, layout 4 no patches of them: their data is served as it
+    // is, and the layout record is rewritten so a server that predates packing or patches
+    // refuses it rather than meet one.
+    for old_layout in [LAYOUT_3_VALUE, LAYOUT_4_VALUE] {
+        let mut server = Server::new();
+        assert!(same(
+            &server.call(&["HSET", "h", "f", "v"]),
+            &Reply::Integer(1)
+        ));
+        server.put(LAYOUT_KEY, old_layout.as_bytes());
+        let (dir, reopened) = server.restart();
+        let shared = reopened.unwrap_or_else(|_| panic!("a database of {old_layout} opens"));
+        let mut session = shared.new_session();
+        let reply = shared
+            .execute(
+                &mut session,
+                &mut Request::from(vec![
+                    Bytes::from("HGET"),
+                    Bytes::from("h"),
+                    Bytes::from("f"),
+                ]),
+            )
+            .expect("HGET does not block");
+        assert!(same(&reply, &Reply::Bulk(Bytes::from("v"))), "{reply:?}");
+        let layout = shared.db.kvs(KVS).unwrap().get(LAYOUT_KEY).unwrap();
+        assert_eq!(layout.as_deref(), Some(LAYOUT_VALUE.as_bytes()));
+        drop(shared);
+        drop(dir);
+    }
 }

@@ -7,9 +7,11 @@
 //! | `0` base `s`                          | the string                  | a string of <= 512 KiB  |
 //! | `0` base `c`                          | length, blob id (2 x 8-byte BE) | a longer string ... |
 //! | `0` base `h` field                    | the field's value           | one hash field          |
+//! | `0` base `G`                          | changes to it (`packed`)    | ... not yet folded in   |
 //! | `0` base `H`                          | members and values (`packed`) | a small hash, whole   |
 //! | `0` base `L`                          | head, tail (2 x 8-byte BE)  | a list's bounds         |
 //! | `0` base `l` position (8-byte sortable) | the element               | one list element        |
+//! | `0` base `K`                          | changes to it (`packed`)    | ... not yet folded in   |
 //! | `0` base `m` member                   | empty                       | one set member          |
 //! | `0` base `M`                          | members (`packed`)          | a small set, whole      |
 //! | `0` base `z` member                   | score (8-byte BE f64 bits)  | one sorted-set member   |
@@ -17,7 +19,7 @@
 //! | `0` base `0xFE`                       | unix ms (8-byte BE)         | the key's expiry time   |
 //! | `1` unix ms (8-byte BE) base          | empty                       | the expiry queue        |
 //! | `2` stripe (2-byte BE)                | count (8-byte BE)           | live keys of a stripe   |
-//! | `3layout`                             | `shale-redis-layout 4 4096` | this layout's version   |
+//! | `3layout`                             | `shale-redis-layout 5 4096` | this layout's version   |
 //! | `3database`                           | number (2-byte BE)          | the database served     |
 //! | `4` blob id (8-byte BE)               | empty                       | ... its blob, linked    |
 //! | `4` blob id chunk (4-byte BE)         | 512 KiB of it               | ... in chunks           |
@@ -93,10 +95,11 @@ const LAYOUT_KEY: &[u8] = b"\x03layout";
 const BLOBS: u8 = 4;
 /// Which database a KVS serves (2-byte BE): SWAPDB rewrites it.
 const DATABASE_KEY: &[u8] = b"\x03database";
-const LAYOUT_VALUE: &str = "shale-redis-layout 4 4096";
-/// Layout 3 had no packed collections: its records are layout 4's, and opening it only
-/// rewrites the layout record (a server that predates packing then refuses it, rather than
-/// meeting records it cannot read).
+const LAYOUT_VALUE: &str = "shale-redis-layout 5 4096";
+/// Layout 4 had no patches of packed collections, layout 3 no packed collections: their
+/// records are layout 5's, and opening either only rewrites the layout record (a server that
+/// predates patches or packing then refuses it, rather than meeting records it cannot read).
+const LAYOUT_4_VALUE: &str = "shale-redis-layout 4 4096";
 const LAYOUT_3_VALUE: &str = "shale-redis-layout 3 4096";
 /// Layout 2 kept a long string's chunks under its key, `base d chunk`, and its length alone in
 /// its `c` record; opening such a database moves them into blobs.
@@ -112,11 +115,15 @@ mod tag {
     pub const HASH_FIELD: u8 = b'h';
     /// A small hash packed into one record (`packed`).
     pub const PACKED_HASH: u8 = b'H';
+    /// Changes to a packed hash not yet folded into its record (`packed`); sorts before it.
+    pub const PACKED_HASH_PATCH: u8 = b'G';
     pub const LIST_BOUNDS: u8 = b'L';
     pub const LIST_ITEM: u8 = b'l';
     pub const SET_MEMBER: u8 = b'm';
     /// A small set packed into one record (`packed`).
     pub const PACKED_SET: u8 = b'M';
+    /// Changes to a packed set not yet folded into its record (`packed`); sorts before it.
+    pub const PACKED_SET_PATCH: u8 = b'K';
     pub const ZSET_MEMBER: u8 = b'z';
     pub const ZSET_RANK: u8 = b'Z';
     /// Layout 1 kept a string with a TTL under this tag (expiry, then the string).
@@ -151,9 +158,9 @@ impl KeyType {
     fn of_tag(tag: u8) -> Option<KeyType> {
         match tag {
             tag::STRING | tag::CHUNKED_STRING => Some(KeyType::String),
-            tag::HASH_FIELD | tag::PACKED_HASH => Some(KeyType::Hash),
+            tag::HASH_FIELD | tag::PACKED_HASH | tag::PACKED_HASH_PATCH => Some(KeyType::Hash),
             tag::LIST_BOUNDS | tag::LIST_ITEM => Some(KeyType::List),
-            tag::SET_MEMBER | tag::PACKED_SET => Some(KeyType::Set),
+            tag::SET_MEMBER | tag::PACKED_SET | tag::PACKED_SET_PATCH => Some(KeyType::Set),
             tag::ZSET_MEMBER | tag::ZSET_RANK => Some(KeyType::ZSet),
             _ => None,
         }
@@ -314,7 +321,9 @@ impl Keyspace {
         // Blobs are swept only in a KVS known to hold Redis data: class `4` means nothing elsewhere.
         match space.kvs.get(LAYOUT_KEY)? {
             Some(value) if value == LAYOUT_VALUE.as_bytes() => blobs::sweep(&space)?,
-            Some(value) if value == LAYOUT_3_VALUE.as_bytes() => {
+            Some(value)
+                if value == LAYOUT_4_VALUE.as_bytes() || value == LAYOUT_3_VALUE.as_bytes() =>
+            {
                 blobs::sweep(&space)?;
                 space.kvs.put(LAYOUT_KEY, LAYOUT_VALUE)?;
             }

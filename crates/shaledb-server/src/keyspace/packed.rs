@@ -13,6 +13,15 @@
 //! record at most [`Packing::bytes_max`] bytes; a write past either moves it into one record per
 //! member for good (as Redis converts a listpack into a hash table), so a large collection never
 //! rewrites all of itself to change one member.
+//!
+//! A change to a packed collection of at least [`PATCHED_BYTES_MIN`] bytes is written as a
+//! [`Patch`] (`base G` / `base K`, sorting before the packed record, so the key's first record
+//! tells a reader there is one) while the patch takes at most 1/[`PATCH_SHARE_MAX`] of the
+//! collection; past that the collection is rewritten whole and the patch deleted. One field of
+//! YCSB's 1.1 KiB hashes is then a ~110-byte write instead of a 1.1 KiB one, and the cleaner
+//! copies that much less. The patch's value is encoded as a packed record's, each member's value
+//! being its change: `0` (removed) or `1` then its new value. A patch that removes a member the
+//! packed record lacks, leaves no member, or changes nothing is damage, named.
 
 use super::{damaged, tag, KeyType, Result};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -38,12 +47,198 @@ impl Packing {
     };
 }
 
+/// Collections whose record is smaller are rewritten whole: a second record to read and index
+/// costs more than the bytes a patch saves.
+pub(super) const PATCHED_BYTES_MIN: usize = 256;
+/// A patch is kept while it takes at most this fraction (1/n) of its collection's bytes, so a
+/// read merges at most a quarter again as many bytes as it returns.
+pub(super) const PATCH_SHARE_MAX: usize = 4;
+
 /// The tag of `kind`'s packed record, if it has one.
 pub(super) fn packed_tag(kind: KeyType) -> Option<u8> {
     match kind {
         KeyType::Hash => Some(tag::PACKED_HASH),
         KeyType::Set => Some(tag::PACKED_SET),
         KeyType::String | KeyType::List | KeyType::ZSet => None,
+    }
+}
+
+/// The tag of the patch of `kind`'s packed record, if it has one.
+pub(super) fn patch_tag(kind: KeyType) -> Option<u8> {
+    match kind {
+        KeyType::Hash => Some(tag::PACKED_HASH_PATCH),
+        KeyType::Set => Some(tag::PACKED_SET_PATCH),
+        KeyType::String | KeyType::List | KeyType::ZSet => None,
+    }
+}
+
+/// How a rewritten packed collection is best stored.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Rewrite {
+    /// Unchanged: whatever is stored stays.
+    Nothing,
+    /// Its packed record stays; this patch is written.
+    Patch(Patch),
+    /// Its packed record is rewritten, and any patch deleted.
+    Whole,
+}
+
+impl Rewrite {
+    /// From `stored` (the packed record's members, `None` for a collection not stored packed)
+    /// to `merged`.
+    pub fn between(stored: Option<&Packed>, merged: &Packed) -> Rewrite {
+        let Some(stored) = stored else {
+            return Rewrite::Whole;
+        };
+        let patch = Patch::between(stored, merged);
+        if patch.changes.is_empty() {
+            Rewrite::Nothing
+        } else if merged.encoded_len() >= PATCHED_BYTES_MIN
+            && patch.encoded_len() * PATCH_SHARE_MAX <= merged.encoded_len()
+        {
+            Rewrite::Patch(patch)
+        } else {
+            Rewrite::Whole
+        }
+    }
+}
+
+/// Changes to a packed collection, in ascending order of member: `None` for a removed member.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct Patch {
+    changes: Vec<(Bytes, Option<Bytes>)>,
+}
+
+/// A patch's change bytes: a removal, or a put followed by the new value.
+const CHANGE_REMOVED: u8 = 0;
+const CHANGE_PUT: u8 = 1;
+
+impl Patch {
+    /// What turns `stored` into `merged` (both in ascending order).
+    fn between(stored: &Packed, merged: &Packed) -> Patch {
+        let (mut old, mut new) = (
+            stored.entries.iter().peekable(),
+            merged.entries.iter().peekable(),
+        );
+        let mut changes = Vec::new();
+        loop {
+            match (old.peek(), new.peek()) {
+                (None, None) => break,
+                (Some((member, _)), None) => {
+                    changes.push((member.clone(), None));
+                    old.next();
+                }
+                (None, Some((member, value))) => {
+                    changes.push((member.clone(), Some(value.clone())));
+                    new.next();
+                }
+                (Some((old_member, old_value)), Some((new_member, new_value))) => {
+                    match old_member.cmp(new_member) {
+                        std::cmp::Ordering::Less => {
+                            changes.push((old_member.clone(), None));
+                            old.next();
+                        }
+                        std::cmp::Ordering::Greater => {
+                            changes.push((new_member.clone(), Some(new_value.clone())));
+                            new.next();
+                        }
+                        std::cmp::Ordering::Equal => {
+                            if old_value != new_value {
+                                changes.push((new_member.clone(), Some(new_value.clone())));
+                            }
+                            old.next();
+                            new.next();
+                        }
+                    }
+                }
+            }
+        }
+        Patch { changes }
+    }
+
+    /// Reads the patch record `record` of a `kind`; its members and values are slices of it.
+    pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Patch> {
+        let what = format!("a packed {}'s patch", kind.name());
+        let bad = |problem: &str| damaged(&format!("{what} {problem}"), record);
+        let mut changes = Vec::with_capacity(read_length(value, &mut 0).unwrap_or(0).min(1024));
+        walk(record, value, &what, |member, change| {
+            let change = match change.split_first() {
+                Some((&CHANGE_REMOVED, [])) => None,
+                Some((&CHANGE_PUT, new_value)) if kind == KeyType::Set && !new_value.is_empty() => {
+                    return Err(bad("giving a set member a value"));
+                }
+                Some((&CHANGE_PUT, new_value)) => Some(value.slice_ref(new_value)),
+                _ => return Err(bad("with a change of no kind")),
+            };
+            changes.push((value.slice_ref(member), change));
+            Ok(())
+        })?;
+        Ok(Patch { changes })
+    }
+
+    /// The record's value.
+    pub fn encode(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.encoded_len());
+        put_length(&mut out, self.changes.len());
+        for (member, change) in &self.changes {
+            put_length(&mut out, member.len());
+            out.put_slice(member);
+            match change {
+                None => {
+                    put_length(&mut out, 1);
+                    out.put_u8(CHANGE_REMOVED);
+                }
+                Some(value) => {
+                    put_length(&mut out, 1 + value.len());
+                    out.put_u8(CHANGE_PUT);
+                    out.put_slice(value);
+                }
+            }
+        }
+        out.freeze()
+    }
+
+    pub fn encoded_len(&self) -> usize {
+        length_len(self.changes.len())
+            + self
+                .changes
+                .iter()
+                .map(|(member, change)| {
+                    let change_len = 1 + change.as_ref().map_or(0, Bytes::len);
+                    length_len(member.len()) + member.len() + length_len(change_len) + change_len
+                })
+                .sum::<usize>()
+    }
+
+    /// `stored` (the packed record `record`'s members) with these changes made. A removal of a
+    /// member it lacks, or a collection left empty, is damage naming `record`.
+    pub fn apply(&self, stored: Packed, record: &[u8], kind: KeyType) -> Result<Packed> {
+        let bad = |problem: &str| {
+            damaged(
+                &format!("a packed {}'s patch {problem}", kind.name()),
+                record,
+            )
+        };
+        let mut entries = Vec::with_capacity(stored.entries.len() + self.changes.len());
+        let mut old = stored.entries.into_iter().peekable();
+        for (member, change) in &self.changes {
+            while let Some(entry) = old.next_if(|(old_member, _)| old_member < member) {
+                entries.push(entry);
+            }
+            let replaced = old
+                .next_if(|(old_member, _)| old_member == member)
+                .is_some();
+            match change {
+                Some(value) => entries.push((member.clone(), value.clone())),
+                None if replaced => {}
+                None => return Err(bad("removing a member its packed record lacks")),
+            }
+        }
+        entries.extend(old);
+        if entries.is_empty() {
+            return Err(bad("removing every member"));
+        }
+        Ok(Packed::from_sorted(entries))
     }
 }
 
@@ -60,13 +255,27 @@ impl Packed {
     pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Packed> {
         // The count leads the record (`walk` checks it): no regrowth while collecting.
         let mut entries = Vec::with_capacity(read_length(value, &mut 0).unwrap_or(0).min(1024));
-        let entry_bytes = walk(record, value, kind, |member, member_value| {
+        let entry_bytes = walk(record, value, &packed_name(kind), |member, member_value| {
+            check_member_value(record, kind, member_value)?;
             entries.push((value.slice_ref(member), value.slice_ref(member_value)));
+            Ok(())
         })?;
         Ok(Packed {
             entries,
             entry_bytes,
         })
+    }
+
+    /// A collection of `entries`, already in strictly ascending order of member.
+    pub fn from_sorted(entries: Vec<(Bytes, Bytes)>) -> Packed {
+        let entry_bytes = entries
+            .iter()
+            .map(|(member, value)| entry_len(member, value))
+            .sum();
+        Packed {
+            entries,
+            entry_bytes,
+        }
     }
 
     /// The value of `member` in the packed record `record`, checking all of it as `decode` does
@@ -78,11 +287,18 @@ impl Packed {
         member: &[u8],
     ) -> Result<Option<Bytes>> {
         let mut found = None;
-        walk(record, value, kind, |candidate, candidate_value| {
-            if candidate == member {
-                found = Some(value.slice_ref(candidate_value));
-            }
-        })?;
+        walk(
+            record,
+            value,
+            &packed_name(kind),
+            |candidate, candidate_value| {
+                check_member_value(record, kind, candidate_value)?;
+                if candidate == member {
+                    found = Some(value.slice_ref(candidate_value));
+                }
+                Ok(())
+            },
+        )?;
         Ok(found)
     }
 
@@ -118,6 +334,10 @@ impl Packed {
 
     pub fn contains(&self, member: &[u8]) -> bool {
         self.position(member).is_ok()
+    }
+
+    pub fn value(&self, member: &[u8]) -> Option<&Bytes> {
+        self.position(member).ok().map(|at| &self.entries[at].1)
     }
 
     /// Sets `member` to `value`; returns whether it is new.
@@ -165,15 +385,28 @@ impl Packed {
     }
 }
 
-/// Calls `visit` with each member and value of the packed record `record`, in order; returns
-/// the bytes they take. Damage is an error naming the record, before or after some visits.
+fn packed_name(kind: KeyType) -> String {
+    format!("a packed {}", kind.name())
+}
+
+/// A set's members carry no values.
+fn check_member_value(record: &[u8], kind: KeyType, member_value: &[u8]) -> Result<()> {
+    if kind == KeyType::Set && !member_value.is_empty() {
+        return Err(damaged("a packed set member with a value", record));
+    }
+    Ok(())
+}
+
+/// Calls `visit` with each member and value of `record`, packed (`what` it is, for errors),
+/// in order; returns the bytes they take. Damage is an error naming the record, before or
+/// after some visits; so is an error `visit` returns.
 fn walk<'v>(
     record: &[u8],
     value: &'v [u8],
-    kind: KeyType,
-    mut visit: impl FnMut(&'v [u8], &'v [u8]),
+    what: &str,
+    mut visit: impl FnMut(&'v [u8], &'v [u8]) -> Result<()>,
 ) -> Result<usize> {
-    let bad = |what: &str| damaged(&format!("a packed {} {what}", kind.name()), record);
+    let bad = |problem: &str| damaged(&format!("{what} {problem}"), record);
     let mut at = 0;
     let count = read_length(value, &mut at).ok_or_else(|| bad("without a member count"))?;
     if count == 0 {
@@ -191,11 +424,8 @@ fn walk<'v>(
         if last.is_some_and(|last| last >= member) {
             return Err(bad("with members out of order"));
         }
-        if kind == KeyType::Set && !member_value.is_empty() {
-            return Err(bad("member with a value"));
-        }
         last = Some(member);
-        visit(member, member_value);
+        visit(member, member_value)?;
     }
     if at != value.len() {
         return Err(bad("with bytes after its last member"));
@@ -330,6 +560,102 @@ mod tests {
         let error = Packed::decode(b"r", &good, KeyType::Set).unwrap_err();
         assert!(format!("{error:?}").contains("a packed set member with a value"));
         assert!(Packed::decode(b"r", &good, KeyType::Hash).is_ok());
+    }
+
+    fn collection() -> impl Strategy<Value = std::collections::BTreeMap<Vec<u8>, Vec<u8>>> {
+        proptest::collection::btree_map(
+            proptest::collection::vec(0u8..6, 1..3),
+            proptest::collection::vec(any::<u8>(), 0..80),
+            1..12,
+        )
+    }
+
+    fn of(map: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>) -> Packed {
+        Packed::from_sorted(
+            map.iter()
+                .map(|(m, v)| (Bytes::from(m.clone()), Bytes::from(v.clone())))
+                .collect(),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn a_patch_between_two_collections_turns_one_into_the_other(
+            stored in collection(),
+            merged in collection(),
+        ) {
+            let (stored, merged) = (of(&stored), of(&merged));
+            prop_assert_eq!(merged.encoded_len(), merged.encode().len());
+            let patch = Patch::between(&stored, &merged);
+            if stored == merged {
+                prop_assert!(patch.changes.is_empty());
+                prop_assert_eq!(Rewrite::between(Some(&stored), &merged), Rewrite::Nothing);
+                return Ok(());
+            }
+            let encoded = patch.encode();
+            prop_assert_eq!(encoded.len(), patch.encoded_len());
+            let decoded = Patch::decode(b"p", &encoded, KeyType::Hash).unwrap();
+            prop_assert_eq!(&decoded, &patch);
+            prop_assert_eq!(decoded.apply(stored.clone(), b"p", KeyType::Hash).unwrap(), merged.clone());
+            // A patch is chosen only when it is small against a collection big enough.
+            match Rewrite::between(Some(&stored), &merged) {
+                Rewrite::Patch(chosen) => {
+                    prop_assert_eq!(chosen, patch.clone());
+                    prop_assert!(merged.encoded_len() >= PATCHED_BYTES_MIN);
+                    prop_assert!(patch.encoded_len() * PATCH_SHARE_MAX <= merged.encoded_len());
+                }
+                Rewrite::Whole => prop_assert!(
+                    merged.encoded_len() < PATCHED_BYTES_MIN
+                        || patch.encoded_len() * PATCH_SHARE_MAX > merged.encoded_len()
+                ),
+                Rewrite::Nothing => prop_assert!(false, "a change rewrote nothing"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_collection_is_written_whole() {
+        let merged = packed(&[(b"a", &[b'v'; 400])]);
+        assert_eq!(Rewrite::between(None, &merged), Rewrite::Whole);
+    }
+
+    #[test]
+    fn every_malformed_patch_is_damage_naming_it() {
+        let stored = packed(&[(b"a", b"1"), (b"b", b"2")]);
+        let cases: [(&[u8], &str); 8] = [
+            (b"", "without a member count"),
+            (b"\x00", "with no members"),
+            (b"\x01\x01a\x00", "with a change of no kind"),
+            (b"\x01\x01a\x01\x07", "with a change of no kind"),
+            (b"\x01\x01a\x02\x00x", "with a change of no kind"),
+            (b"\x02\x01b\x01\x00\x01a\x01\x00", "out of order"),
+            (
+                b"\x01\x01c\x01\x00",
+                "removing a member its packed record lacks",
+            ),
+            (b"\x02\x01a\x01\x00\x01b\x01\x00", "removing every member"),
+        ];
+        for (value, what) in cases {
+            let result = Patch::decode(b"the patch", &Bytes::copy_from_slice(value), KeyType::Hash)
+                .and_then(|patch| patch.apply(stored.clone(), b"the patch", KeyType::Hash));
+            let message = format!("{:?}", result.unwrap_err());
+            assert!(
+                message.contains(what)
+                    && message.contains("the patch")
+                    && message.contains("patch "),
+                "{value:?}: {message}"
+            );
+        }
+        let set_member_with_value = Bytes::from_static(b"\x01\x01a\x02\x01x");
+        let error = Patch::decode(b"p", &set_member_with_value, KeyType::Set).unwrap_err();
+        assert!(format!("{error:?}").contains("a packed set's patch giving a set member a value"));
+        // Well formed, each of them: a put of a new member, a new value, a removal.
+        let good = Bytes::from_static(b"\x03\x01a\x02\x01z\x01b\x01\x00\x01c\x01\x01");
+        let patched = Patch::decode(b"p", &good, KeyType::Hash)
+            .unwrap()
+            .apply(stored, b"p", KeyType::Hash)
+            .unwrap();
+        assert_eq!(patched, packed(&[(b"a", b"z"), (b"c", b"")]));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use super::blobs::{self, BlobReader, StagedBlob};
 use super::cleared::ClearedPrefixes;
-use super::packed::{packed_tag, Packed, Packing};
+use super::packed::{packed_tag, patch_tag, Packed, Packing, Patch, Rewrite};
 use super::records::{Base, Records};
 use super::strings::StringValue;
 use super::{
@@ -716,6 +716,7 @@ impl<'t, 's> View<'t, 's> {
         let mut members = Vec::new();
         let mut first = true;
         let mut packed = false;
+        let mut patch: Option<(Bytes, Patch)> = None;
         for item in self.records(start, key_end(key), true) {
             let (record, value) = item?;
             let record_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
@@ -741,15 +742,25 @@ impl<'t, 's> View<'t, 's> {
                 }
                 return Err(super::Failure::WrongType);
             }
-            if packed {
+            if packed || (patch.is_some() && Some(record_tag) != packed_tag(kind)) {
                 return Err(damaged("a record beside a packed collection", &record));
             }
             if record_tag == member_tag {
                 members.push((record.slice(prefix_len + 1..), value));
+            } else if Some(record_tag) == patch_tag(kind) {
+                patch = Some((record.clone(), Patch::decode(&record, &value, kind)?));
             } else if Some(record_tag) == packed_tag(kind) {
-                members = Packed::decode(&record, &value, kind)?.into_entries();
+                let stored = Packed::decode(&record, &value, kind)?;
+                members = match patch.take() {
+                    Some((patch_record, patch)) => patch.apply(stored, &patch_record, kind)?,
+                    None => stored,
+                }
+                .into_entries();
                 packed = true;
             }
+        }
+        if let Some((patch_record, _)) = patch {
+            return Err(patch_alone(&patch_record));
         }
         Ok(members)
     }
@@ -761,8 +772,11 @@ impl<'t, 's> View<'t, 's> {
         kind: KeyType,
         member: &[u8],
     ) -> Result<Option<Bytes>> {
-        if let Some(packed) = self.packed_member(key, kind, member)? {
-            return Ok(packed);
+        if packed_tag(kind).is_some() {
+            return match self.packed_member(key, kind, member)? {
+                PointRead::Answered(value) => Ok(value),
+                PointRead::MemberRecord(record) => self.record(&record),
+            };
         }
         let value = self.record(&record_key(key, member_tag(kind)?, member)?)?;
         let live = self.live_or_check(key, value.is_some(), kind)?;
@@ -772,33 +786,42 @@ impl<'t, 's> View<'t, 's> {
     /// Whether the collection `key` (a `kind`: hash, set or sorted set) has `member` (a large
     /// one's from the index alone).
     pub fn has_member(&self, key: &[u8], kind: KeyType, member: &[u8]) -> Result<bool> {
-        if let Some(packed) = self.packed_member(key, kind, member)? {
-            return Ok(packed.is_some());
+        if packed_tag(kind).is_some() {
+            return match self.packed_member(key, kind, member)? {
+                PointRead::Answered(value) => Ok(value.is_some()),
+                PointRead::MemberRecord(record) => self.record_exists(&record),
+            };
         }
         let found = self.record_exists(&record_key(key, member_tag(kind)?, member)?)?;
         self.live_or_check(key, found, kind)
     }
 
-    /// When `key` is a packed collection, `Some` of `member`'s value in it (`Some(None)`: not
-    /// a member, or the key has expired); `None` when it has no packed record. Looked for
-    /// first by point reads: for a small collection this one read answers.
-    fn packed_member(
-        &self,
-        key: &[u8],
-        kind: KeyType,
-        member: &[u8],
-    ) -> Result<Option<Option<Bytes>>> {
-        if packed_tag(kind).is_none() {
-            return Ok(None);
-        }
-        let packed = packed_key(key, kind)?;
-        let Some(value) = self.record(&packed)? else {
-            return Ok(None);
+    /// For a hash or set: `member`'s value when `key` is missing, past its expiry or packed;
+    /// else the record that holds it. The key's first record (its type) tells whether it is
+    /// packed and patched.
+    fn packed_member(&self, key: &[u8], kind: KeyType, member: &[u8]) -> Result<PointRead> {
+        let Some(first_tag) = self.live_tag(key, kind)? else {
+            return Ok(PointRead::Answered(None));
         };
-        if !self.live_or_check(key, true, kind)? {
-            return Ok(Some(None));
+        if first_tag == packed_tag(kind).unwrap_or(tag::END) {
+            let packed = record_key(key, first_tag, &[])?;
+            let value = self.packed_record(&packed)?;
+            return Packed::find(&packed, &value, kind, member).map(PointRead::Answered);
         }
-        Packed::find(&packed, &value, kind, member).map(Some)
+        if let Members::Packed { members, .. } = self.members_as(key, kind, first_tag)? {
+            return Ok(PointRead::Answered(members.value(member).cloned()));
+        }
+        Ok(PointRead::MemberRecord(record_key(
+            key,
+            member_tag(kind)?,
+            member,
+        )?))
+    }
+
+    /// The value of a packed collection's record, whose key's first record said it is there.
+    fn packed_record(&self, packed: &[u8]) -> Result<Bytes> {
+        self.record(packed)?
+            .ok_or_else(|| damaged("a packed collection vanished", packed))
     }
 
     /// The members of the collection `key` (hash fields, set members, sorted-set members), in
@@ -806,7 +829,7 @@ impl<'t, 's> View<'t, 's> {
     pub fn member_names(&self, key: &[u8], kind: KeyType) -> Result<Vec<Bytes>> {
         match self.collection(key, kind)? {
             None => Ok(Vec::new()),
-            Some(Members::Packed(packed)) => Ok(packed
+            Some(Members::Packed { members, .. }) => Ok(members
                 .into_entries()
                 .into_iter()
                 .map(|(member, _)| member)
@@ -828,7 +851,7 @@ impl<'t, 's> View<'t, 's> {
     pub fn member_count(&self, key: &[u8], kind: KeyType) -> Result<usize> {
         match self.collection(key, kind)? {
             None => Ok(0),
-            Some(Members::Packed(packed)) => Ok(packed.len()),
+            Some(Members::Packed { members, .. }) => Ok(members.len()),
             Some(Members::Records) => {
                 let mut count = 0;
                 for item in self.members(key, member_tag(kind)?, false)? {
@@ -857,14 +880,31 @@ impl<'t, 's> View<'t, 's> {
 
     /// How the collection `key`, whose first record has tag `first_tag`, holds its members.
     fn members_as(&self, key: &[u8], kind: KeyType, first_tag: u8) -> Result<Members> {
-        if Some(first_tag) != packed_tag(kind) {
+        let patched = Some(first_tag) == patch_tag(kind);
+        if !patched && Some(first_tag) != packed_tag(kind) {
             return Ok(Members::Records);
         }
-        let record = record_key(key, first_tag, &[])?;
-        let value = self
-            .record(&record)?
-            .ok_or_else(|| damaged("a packed collection vanished", &record))?;
-        Ok(Members::Packed(Packed::decode(&record, &value, kind)?))
+        let record = packed_key(key, kind)?;
+        let stored = match self.record(&record)? {
+            Some(value) => Packed::decode(&record, &value, kind)?,
+            None if patched => return Err(patch_alone(&record_key(key, first_tag, &[])?)),
+            None => return Err(damaged("a packed collection vanished", &record)),
+        };
+        if !patched {
+            return Ok(Members::Packed {
+                members: stored,
+                patched: None,
+            });
+        }
+        let patch_record = record_key(key, first_tag, &[])?;
+        let patch_value = self
+            .record(&patch_record)?
+            .ok_or_else(|| damaged("a packed collection's patch vanished", &patch_record))?;
+        let patch = Patch::decode(&patch_record, &patch_value, kind)?;
+        Ok(Members::Packed {
+            members: patch.apply(stored.clone(), &patch_record, kind)?,
+            patched: Some(stored),
+        })
     }
 
     /// Sets members of the collection `key` (hash fields with their values, set members with
@@ -886,9 +926,12 @@ impl<'t, 's> View<'t, 's> {
         let existing = self.prepare_collection(key, kind)?;
         let added = match existing {
             Some(Members::Records) => self.put_member_records(key, member_tag, pairs, only_new)?,
-            Some(Members::Packed(packed)) => self.put_packed(key, kind, packed, pairs, only_new)?,
+            Some(Members::Packed { members, patched }) => {
+                let stored = StoredPacked::of(&members, patched);
+                self.put_packed(key, kind, Some(stored), members, pairs, only_new)?
+            }
             None => {
-                let added = self.put_packed(key, kind, Packed::default(), pairs, only_new)?;
+                let added = self.put_packed(key, kind, None, Packed::default(), pairs, only_new)?;
                 if added > 0 {
                     self.created(key);
                 }
@@ -922,17 +965,18 @@ impl<'t, 's> View<'t, 's> {
         Ok(added)
     }
 
-    /// `put_members` on a packed collection (empty for a new key): rewrites its record, or
-    /// writes one record per member once it no longer fits.
+    /// `put_members` on a packed collection (`stored` as it is stored, `None` and `packed`
+    /// empty for a new key): patches or rewrites it, or writes one record per member once it
+    /// no longer fits.
     fn put_packed(
         &mut self,
         key: &[u8],
         kind: KeyType,
+        stored: Option<StoredPacked>,
         mut packed: Packed,
         pairs: &[(Bytes, Bytes)],
         only_new: bool,
     ) -> Result<usize> {
-        let was_packed = !packed.is_empty();
         let mut added = 0;
         let mut changed = false;
         for (field, value) in pairs {
@@ -947,19 +991,45 @@ impl<'t, 's> View<'t, 's> {
         if !changed {
             return Ok(0);
         }
-        let packed_record = packed_key(key, kind)?;
         if packed.fits(self.tx.packing) {
-            self.put_record(packed_record, packed.encode());
+            self.store_packed(key, kind, stored, &packed)?;
             return Ok(added);
         }
-        if was_packed {
-            self.delete_record(&packed_record);
+        if let Some(stored) = stored {
+            self.delete_record(&packed_key(key, kind)?);
+            if stored.patched {
+                self.delete_record(&patch_key(key, kind)?);
+            }
         }
         let member_tag = plain_member_tag(kind)?;
         for (member, value) in packed.into_entries() {
             self.put_record(record_key(key, member_tag, &member)?, value);
         }
         Ok(added)
+    }
+
+    /// Stores the packed collection `key` (a `kind`) as `packed`, from `stored` (`None`: not
+    /// stored packed): as a patch of its record while one pays (`Rewrite`), else whole.
+    fn store_packed(
+        &mut self,
+        key: &[u8],
+        kind: KeyType,
+        stored: Option<StoredPacked>,
+        packed: &Packed,
+    ) -> Result<()> {
+        let patched = stored.as_ref().is_some_and(|stored| stored.patched);
+        match Rewrite::between(stored.as_ref().map(|stored| &stored.members), packed) {
+            Rewrite::Nothing if patched => self.delete_record(&patch_key(key, kind)?),
+            Rewrite::Nothing => {}
+            Rewrite::Patch(patch) => self.put_record(patch_key(key, kind)?, patch.encode()),
+            Rewrite::Whole => {
+                self.put_record(packed_key(key, kind)?, packed.encode());
+                if patched {
+                    self.delete_record(&patch_key(key, kind)?);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Removes members (hash fields, set members) of the collection `key`; returns how many
@@ -987,7 +1057,11 @@ impl<'t, 's> View<'t, 's> {
                     self.remove_if_no_members(key, member_tag)?;
                 }
             }
-            Some(Members::Packed(mut packed)) => {
+            Some(Members::Packed {
+                members: mut packed,
+                patched,
+            }) => {
+                let stored = StoredPacked::of(&packed, patched);
                 for member in members {
                     removed += usize::from(packed.remove(member));
                 }
@@ -996,7 +1070,7 @@ impl<'t, 's> View<'t, 's> {
                     if packed.is_empty() {
                         self.remove_key(key)?;
                     } else {
-                        self.put_record(packed_key(key, kind)?, packed.encode());
+                        self.store_packed(key, kind, Some(stored), &packed)?;
                     }
                 }
             }
@@ -1008,7 +1082,9 @@ impl<'t, 's> View<'t, 's> {
     /// `records` for everything else; `None` when it does not exist.
     pub fn encoding(&self, key: &[u8]) -> Result<Option<&'static str>> {
         match self.stored(key)? {
-            Stored::Live(kind, first_tag) if packed_tag(kind) == Some(first_tag) => {
+            Stored::Live(kind, first_tag)
+                if packed_tag(kind) == Some(first_tag) || patch_tag(kind) == Some(first_tag) =>
+            {
                 Ok(Some("packed"))
             }
             Stored::Live(..) => Ok(Some("records")),
@@ -1440,8 +1516,48 @@ fn of_kind(found: KeyType, kind: KeyType) -> Result<()> {
 
 /// Where a collection's members are: in one packed record, or one record each.
 enum Members {
-    Packed(Packed),
+    Packed {
+        members: Packed,
+        /// When a patch is stored beside the packed record: that record's own members.
+        patched: Option<Packed>,
+    },
     Records,
+}
+
+/// A packed collection as it is stored: its record's members, and whether a patch changes them.
+struct StoredPacked {
+    members: Packed,
+    patched: bool,
+}
+
+impl StoredPacked {
+    /// From a reader's `Members::Packed`, before `members` changes.
+    fn of(members: &Packed, patched: Option<Packed>) -> StoredPacked {
+        StoredPacked {
+            patched: patched.is_some(),
+            members: patched.unwrap_or_else(|| members.clone()),
+        }
+    }
+}
+
+/// What a point read of a collection's member found: its answer, or the record to read.
+enum PointRead {
+    Answered(Option<Bytes>),
+    MemberRecord(Vec<u8>),
+}
+
+/// The record of `key` patching its packed record, for a hash or set.
+fn patch_key(key: &[u8], kind: KeyType) -> Result<Vec<u8>> {
+    let patch_tag = patch_tag(kind).ok_or(super::Failure::WrongType)?;
+    record_key(key, patch_tag, &[])
+}
+
+/// A patch with no packed record after it.
+fn patch_alone(patch_record: &[u8]) -> super::Failure {
+    damaged(
+        "a packed collection's patch without its packed record",
+        patch_record,
+    )
 }
 
 /// The record of `key` holding it packed, for a hash or set (WRONGTYPE for another type).
@@ -1522,7 +1638,10 @@ impl View<'_, '_> {
         } else {
             return Err(super::Failure::Invalid("ERR invalid cursor".into()));
         };
-        if let Members::Packed(packed) = members {
+        if let Members::Packed {
+            members: packed, ..
+        } = members
+        {
             // Pages as the records would: from the member the cursor names, `count` at a time.
             let rest = packed.entries_from(&start[prefix.len()..]);
             let page = rest[..rest.len().min(count)].to_vec();
@@ -1741,15 +1860,27 @@ mod tests {
 
     #[test]
     fn hashes_and_sets_answer_as_a_model_whether_packed_or_not() {
-        // Random writes and reads of a few hashes and sets under three packings: never, a tiny
-        // one that collections outgrow and shrink back under, and the default. Every read must
-        // answer as a map would; a collection is packed exactly while it has never outgrown
-        // the packing since it was created.
+        // Random writes and reads of a few hashes and sets under four packings: never, a tiny
+        // one that collections outgrow and shrink back under, the default, and a roomier one
+        // that collections of patches outgrow (long members and values: patches are written
+        // for collections of 256 bytes and more). Every read must answer as a map would; a
+        // collection is packed exactly while it has never outgrown the packing since it was
+        // created.
         let tiny = Packing {
             members_max: 4,
             bytes_max: 40,
         };
-        for packing in [Packing::NEVER, tiny, Packing::DEFAULT] {
+        let roomy = Packing {
+            members_max: 8,
+            bytes_max: 700,
+        };
+        for (packing, long) in [
+            (Packing::NEVER, false),
+            (tiny, false),
+            (Packing::DEFAULT, true),
+            (roomy, true),
+        ] {
+            let mut patched_rounds = 0;
             let dir = tempfile::tempdir().unwrap();
             let (_db, keyspace) = open(dir.path());
             let spaces = std::slice::from_ref(&keyspace);
@@ -1769,7 +1900,7 @@ mod tests {
                 let mut tx = Tx::new(spaces).packing(packing);
                 for _ in 0..1 + next(3) {
                     let (key, kind) = keys[next(4) as usize];
-                    let member = |n: u64| Bytes::from(format!("m{n}"));
+                    let member = |n: u64| member_name(n, long);
                     let mut view = tx.on(0);
                     let expiring = next(10);
                     if expiring < 9 {
@@ -1781,6 +1912,7 @@ mod tests {
                                 .map(|_| {
                                     let value = match kind {
                                         KeyType::Set => Bytes::new(),
+                                        _ if long => Bytes::from(vec![b'v'; next(90) as usize]),
                                         _ => Bytes::from(vec![b'v'; next(12) as usize]),
                                     };
                                     (member(next(10)), value)
@@ -1800,11 +1932,14 @@ mod tests {
                                     added += 1;
                                 }
                             }
-                            let encoded: usize = 1 + entry
-                                .1
-                                .iter()
-                                .map(|(m, v)| 2 + m.len() + v.len())
-                                .sum::<usize>();
+                            let encoded = Packed::from_sorted(
+                                entry
+                                    .1
+                                    .iter()
+                                    .map(|(m, v)| (m.clone(), v.clone()))
+                                    .collect(),
+                            )
+                            .encoded_len();
                             if entry.1.len() > packing.members_max || encoded > packing.bytes_max {
                                 entry.2 = true;
                             }
@@ -1875,17 +2010,17 @@ mod tests {
                         "{context}"
                     );
                     for n in 0..10 {
-                        let m = format!("m{n}");
-                        let value = pairs.iter().find(|(p, _)| p == m.as_bytes());
+                        let m = member_name(n, long);
+                        let value = pairs.iter().find(|(p, _)| *p == m);
                         assert_eq!(
-                            view.member_value(key, kind, m.as_bytes()).unwrap(),
+                            view.member_value(key, kind, &m).unwrap(),
                             value.map(|(_, v)| v.clone()),
-                            "{context} {m}"
+                            "{context} {m:?}"
                         );
                         assert_eq!(
-                            view.has_member(key, kind, m.as_bytes()).unwrap(),
+                            view.has_member(key, kind, &m).unwrap(),
                             value.is_some(),
-                            "{context} {m}"
+                            "{context} {m:?}"
                         );
                     }
                     // Paged three at a time, the pages join into the whole.
@@ -1910,6 +2045,13 @@ mod tests {
                         }
                     });
                     assert_eq!(encoding, expected_encoding, "{context}");
+                    if view
+                        .record(&patch_key(key, kind).unwrap())
+                        .unwrap()
+                        .is_some()
+                    {
+                        patched_rounds += 1;
+                    }
                 }
                 tx.commit().unwrap();
                 assert_eq!(
@@ -1918,6 +2060,16 @@ mod tests {
                     "round {round}"
                 );
             }
+            // Long members and values make patches; short ones never reach PATCHED_BYTES_MIN.
+            assert_eq!(patched_rounds > 0, long, "{packing:?}: {patched_rounds}");
+        }
+    }
+
+    /// The member of number `n`, `long` enough for a few to fill `PATCHED_BYTES_MIN`.
+    fn member_name(n: u64, long: bool) -> Bytes {
+        match long {
+            true => Bytes::from(format!("m{n}-{:-<40}", "")),
+            false => Bytes::from(format!("m{n}")),
         }
     }
 
