@@ -72,35 +72,16 @@ pub(super) fn patch_tag(kind: KeyType) -> Option<u8> {
     }
 }
 
-/// How a rewritten packed collection is best stored.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Rewrite {
-    /// Unchanged: whatever is stored stays.
-    Nothing,
-    /// Its packed record stays; this patch is written.
-    Patch(Patch),
-    /// Its packed record is rewritten, and any patch deleted.
-    Whole,
-}
-
-impl Rewrite {
-    /// From `stored` (the packed record's members, `None` for a collection not stored packed)
-    /// to `merged`.
-    pub fn between(stored: Option<&Packed>, merged: &Packed) -> Rewrite {
-        let Some(stored) = stored else {
-            return Rewrite::Whole;
-        };
-        let patch = Patch::between(stored, merged);
-        if patch.changes.is_empty() {
-            Rewrite::Nothing
-        } else if merged.encoded_len() >= PATCHED_BYTES_MIN
-            && patch.encoded_len() * PATCH_SHARE_MAX <= merged.encoded_len()
-        {
-            Rewrite::Patch(patch)
-        } else {
-            Rewrite::Whole
-        }
-    }
+/// The patch to write for a packed collection rewritten as `merged`, whose packed record holds
+/// `stored` (`None`: not stored packed); `None` when the record is to be rewritten whole (and
+/// any patch deleted). A write that changes nothing still writes (its reply may wait for its
+/// durability): the patch again, or, with none, the whole record.
+pub(super) fn patch_for(stored: Option<&Packed>, merged: &Packed) -> Option<Patch> {
+    let patch = Patch::between(stored?, merged);
+    let pays = !patch.changes.is_empty()
+        && merged.encoded_len() >= PATCHED_BYTES_MIN
+        && patch.encoded_len() * PATCH_SHARE_MAX <= merged.encoded_len();
+    pays.then_some(patch)
 }
 
 /// Changes to a packed collection, in ascending order of member: `None` for a removed member.
@@ -158,10 +139,10 @@ impl Patch {
 
     /// Reads the patch record `record` of a `kind`; its members and values are slices of it.
     pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Patch> {
-        let what = format!("a packed {}'s patch", kind.name());
-        let bad = |problem: &str| damaged(&format!("{what} {problem}"), record);
+        let what = || format!("a packed {}'s patch", kind.name());
+        let bad = |problem: &str| damaged(&format!("{} {problem}", what()), record);
         let mut changes = Vec::with_capacity(read_length(value, &mut 0).unwrap_or(0).min(1024));
-        walk(record, value, &what, |member, change| {
+        walk(record, value, what, |member, change| {
             let change = match change.split_first() {
                 Some((&CHANGE_REMOVED, [])) => None,
                 Some((&CHANGE_PUT, new_value)) if kind == KeyType::Set && !new_value.is_empty() => {
@@ -255,11 +236,16 @@ impl Packed {
     pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Packed> {
         // The count leads the record (`walk` checks it): no regrowth while collecting.
         let mut entries = Vec::with_capacity(read_length(value, &mut 0).unwrap_or(0).min(1024));
-        let entry_bytes = walk(record, value, &packed_name(kind), |member, member_value| {
-            check_member_value(record, kind, member_value)?;
-            entries.push((value.slice_ref(member), value.slice_ref(member_value)));
-            Ok(())
-        })?;
+        let entry_bytes = walk(
+            record,
+            value,
+            || packed_name(kind),
+            |member, member_value| {
+                check_member_value(record, kind, member_value)?;
+                entries.push((value.slice_ref(member), value.slice_ref(member_value)));
+                Ok(())
+            },
+        )?;
         Ok(Packed {
             entries,
             entry_bytes,
@@ -290,7 +276,7 @@ impl Packed {
         walk(
             record,
             value,
-            &packed_name(kind),
+            || packed_name(kind),
             |candidate, candidate_value| {
                 check_member_value(record, kind, candidate_value)?;
                 if candidate == member {
@@ -397,16 +383,16 @@ fn check_member_value(record: &[u8], kind: KeyType, member_value: &[u8]) -> Resu
     Ok(())
 }
 
-/// Calls `visit` with each member and value of `record`, packed (`what` it is, for errors),
-/// in order; returns the bytes they take. Damage is an error naming the record, before or
-/// after some visits; so is an error `visit` returns.
+/// Calls `visit` with each member and value of `record`, packed (`what` it is, named only in
+/// errors), in order; returns the bytes they take. Damage is an error naming the record, before
+/// or after some visits; so is an error `visit` returns.
 fn walk<'v>(
     record: &[u8],
     value: &'v [u8],
-    what: &str,
+    what: impl Fn() -> String,
     mut visit: impl FnMut(&'v [u8], &'v [u8]) -> Result<()>,
 ) -> Result<usize> {
-    let bad = |problem: &str| damaged(&format!("{what} {problem}"), record);
+    let bad = |problem: &str| damaged(&format!("{} {problem}", what()), record);
     let mut at = 0;
     let count = read_length(value, &mut at).ok_or_else(|| bad("without a member count"))?;
     if count == 0 {
@@ -589,7 +575,7 @@ mod tests {
             let patch = Patch::between(&stored, &merged);
             if stored == merged {
                 prop_assert!(patch.changes.is_empty());
-                prop_assert_eq!(Rewrite::between(Some(&stored), &merged), Rewrite::Nothing);
+                prop_assert_eq!(patch_for(Some(&stored), &merged), None);
                 return Ok(());
             }
             let encoded = patch.encode();
@@ -598,17 +584,16 @@ mod tests {
             prop_assert_eq!(&decoded, &patch);
             prop_assert_eq!(decoded.apply(stored.clone(), b"p", KeyType::Hash).unwrap(), merged.clone());
             // A patch is chosen only when it is small against a collection big enough.
-            match Rewrite::between(Some(&stored), &merged) {
-                Rewrite::Patch(chosen) => {
+            match patch_for(Some(&stored), &merged) {
+                Some(chosen) => {
                     prop_assert_eq!(chosen, patch.clone());
                     prop_assert!(merged.encoded_len() >= PATCHED_BYTES_MIN);
                     prop_assert!(patch.encoded_len() * PATCH_SHARE_MAX <= merged.encoded_len());
                 }
-                Rewrite::Whole => prop_assert!(
+                None => prop_assert!(
                     merged.encoded_len() < PATCHED_BYTES_MIN
                         || patch.encoded_len() * PATCH_SHARE_MAX > merged.encoded_len()
                 ),
-                Rewrite::Nothing => prop_assert!(false, "a change rewrote nothing"),
             }
         }
     }
@@ -616,7 +601,7 @@ mod tests {
     #[test]
     fn a_new_collection_is_written_whole() {
         let merged = packed(&[(b"a", &[b'v'; 400])]);
-        assert_eq!(Rewrite::between(None, &merged), Rewrite::Whole);
+        assert_eq!(patch_for(None, &merged), None);
     }
 
     #[test]

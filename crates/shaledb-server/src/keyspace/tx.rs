@@ -8,7 +8,7 @@
 
 use super::blobs::{self, BlobReader, StagedBlob};
 use super::cleared::ClearedPrefixes;
-use super::packed::{packed_tag, patch_tag, Packed, Packing, Patch, Rewrite};
+use super::packed::{packed_tag, patch_for, patch_tag, Packed, Packing, Patch};
 use super::records::{Base, Records};
 use super::strings::StringValue;
 use super::{
@@ -1009,7 +1009,7 @@ impl<'t, 's> View<'t, 's> {
     }
 
     /// Stores the packed collection `key` (a `kind`) as `packed`, from `stored` (`None`: not
-    /// stored packed): as a patch of its record while one pays (`Rewrite`), else whole.
+    /// stored packed): as a patch of its record while one pays (`patch_for`), else whole.
     fn store_packed(
         &mut self,
         key: &[u8],
@@ -1018,11 +1018,9 @@ impl<'t, 's> View<'t, 's> {
         packed: &Packed,
     ) -> Result<()> {
         let patched = stored.as_ref().is_some_and(|stored| stored.patched);
-        match Rewrite::between(stored.as_ref().map(|stored| &stored.members), packed) {
-            Rewrite::Nothing if patched => self.delete_record(&patch_key(key, kind)?),
-            Rewrite::Nothing => {}
-            Rewrite::Patch(patch) => self.put_record(patch_key(key, kind)?, patch.encode()),
-            Rewrite::Whole => {
+        match patch_for(stored.as_ref().map(|stored| &stored.members), packed) {
+            Some(patch) => self.put_record(patch_key(key, kind)?, patch.encode()),
+            None => {
                 self.put_record(packed_key(key, kind)?, packed.encode());
                 if patched {
                     self.delete_record(&patch_key(key, kind)?);
