@@ -808,7 +808,9 @@ impl<'t, 's> View<'t, 's> {
             let value = self.packed_record(&packed)?;
             return Packed::find(&packed, &value, kind, member).map(PointRead::Answered);
         }
-        if let Members::Packed { members, .. } = self.members_as(key, kind, first_tag)? {
+        if let Members::Packed { members, .. } =
+            self.members_as(key, kind, first_tag, Locked::No)?
+        {
             return Ok(PointRead::Answered(members.value(member).cloned()));
         }
         Ok(PointRead::MemberRecord(record_key(
@@ -867,44 +869,90 @@ impl<'t, 's> View<'t, 's> {
     /// or past its expiry, WRONGTYPE when it is another type.
     fn collection(&self, key: &[u8], kind: KeyType) -> Result<Option<Members>> {
         self.live_tag(key, kind)?
-            .map(|first_tag| self.members_as(key, kind, first_tag))
+            .map(|first_tag| self.members_as(key, kind, first_tag, Locked::No))
             .transpose()
     }
 
     /// For a writer: like [`View::collection`], and a key past its expiry is removed first.
     fn prepare_collection(&mut self, key: &[u8], kind: KeyType) -> Result<Option<Members>> {
         self.prepare_tag(key, kind)?
-            .map(|first_tag| self.members_as(key, kind, first_tag))
+            .map(|first_tag| self.members_as(key, kind, first_tag, Locked::Yes))
             .transpose()
     }
 
     /// How the collection `key`, whose first record has tag `first_tag`, holds its members.
-    fn members_as(&self, key: &[u8], kind: KeyType, first_tag: u8) -> Result<Members> {
+    fn members_as(
+        &self,
+        key: &[u8],
+        kind: KeyType,
+        first_tag: u8,
+        locked: Locked,
+    ) -> Result<Members> {
         let patched = Some(first_tag) == patch_tag(kind);
         if !patched && Some(first_tag) != packed_tag(kind) {
             return Ok(Members::Records);
         }
         let record = packed_key(key, kind)?;
-        let stored = match self.record(&record)? {
-            Some(value) => Packed::decode(&record, &value, kind)?,
-            None if patched => return Err(patch_alone(&record_key(key, first_tag, &[])?)),
-            None => return Err(damaged("a packed collection vanished", &record)),
-        };
         if !patched {
+            let value = self.packed_record(&record)?;
             return Ok(Members::Packed {
-                members: stored,
+                members: Packed::decode(&record, &value, kind)?,
                 patched: None,
             });
         }
         let patch_record = record_key(key, first_tag, &[])?;
-        let patch_value = self
-            .record(&patch_record)?
-            .ok_or_else(|| damaged("a packed collection's patch vanished", &patch_record))?;
-        let patch = Patch::decode(&patch_record, &patch_value, kind)?;
+        let (stored, patch) = match locked {
+            // No writer can fold the patch in between the two reads.
+            Locked::Yes => {
+                let patch = self.record(&patch_record)?.ok_or_else(|| {
+                    damaged("a packed collection's patch vanished", &patch_record)
+                })?;
+                (self.record(&record)?, Some(patch))
+            }
+            Locked::No => self.packed_and_patch(key, kind, &record, &patch_record)?,
+        };
+        let stored = match stored {
+            Some(value) => Packed::decode(&record, &value, kind)?,
+            None if patch.is_some() => return Err(patch_alone(&patch_record)),
+            None => return Err(damaged("a packed collection vanished", &record)),
+        };
+        let Some(patch) = patch else {
+            // Folded in since the type was read: the record alone is the collection.
+            return Ok(Members::Packed {
+                members: stored,
+                patched: None,
+            });
+        };
+        let patch = Patch::decode(&patch_record, &patch, kind)?;
         Ok(Members::Packed {
             members: patch.apply(stored.clone(), &patch_record, kind)?,
             patched: Some(stored),
         })
+    }
+
+    /// The values of a packed collection's record and of its patch, read at one snapshot (one
+    /// range read from the patch to the record): a reader holds no stripe lock, and between two
+    /// point reads a writer could fold the patch into a new record.
+    fn packed_and_patch(
+        &self,
+        key: &[u8],
+        kind: KeyType,
+        record: &[u8],
+        patch_record: &[u8],
+    ) -> Result<(Option<Bytes>, Option<Bytes>)> {
+        let end = record_key(key, packed_tag(kind).unwrap_or(tag::END) + 1, &[])?;
+        let (mut stored, mut patch) = (None, None);
+        for item in self.records_taking(patch_record.to_vec(), end, true, Some(2)) {
+            let (found, value) = item?;
+            if *found == *record {
+                stored = Some(value);
+            } else if *found == *patch_record {
+                patch = Some(value);
+            } else {
+                return Err(damaged("a record beside a packed collection", &found));
+            }
+        }
+        Ok((stored, patch))
     }
 
     /// Sets members of the collection `key` (hash fields with their values, set members with
@@ -1538,6 +1586,14 @@ impl StoredPacked {
     }
 }
 
+/// Whether the caller holds the stripe lock of the key it reads: a writer does, a plain reader
+/// does not.
+#[derive(Clone, Copy)]
+enum Locked {
+    Yes,
+    No,
+}
+
 /// What a point read of a collection's member found: its answer, or the record to read.
 enum PointRead {
     Answered(Option<Bytes>),
@@ -2061,6 +2117,46 @@ mod tests {
             // Long members and values make patches; short ones never reach PATCHED_BYTES_MIN.
             assert_eq!(patched_rounds > 0, long, "{packing:?}: {patched_rounds}");
         }
+    }
+
+    #[test]
+    fn a_reader_never_sees_a_patch_folded_in_half_way() {
+        // A writer changes four of a packed hash's ten fields in turn, each change a patch until
+        // the patch outgrows a quarter of the hash and is folded into a new record; lock-free
+        // readers meanwhile read the hash's count and members, which must always be whole.
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let value = |n: u64| Bytes::from(format!("{n:0>100}"));
+        let fields: Vec<(Bytes, Bytes)> =
+            (0..10).map(|n| (Bytes::from(format!("f{n}")), value(n))).collect();
+        let mut tx = Tx::new(spaces);
+        tx.on(0).put_members(b"h", KeyType::Hash, &fields, false).unwrap();
+        tx.commit().unwrap();
+        let writing = AtomicUsize::new(1);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for n in 0..3_000u64 {
+                    let mut tx = Tx::new(spaces);
+                    let field = Bytes::from(format!("f{}", n % 4));
+                    tx.on(0)
+                        .put_members(b"h", KeyType::Hash, &[(field, value(n))], false)
+                        .unwrap();
+                    tx.commit().unwrap();
+                }
+                writing.store(0, Ordering::SeqCst);
+            });
+            let mut reads = 0;
+            while writing.load(Ordering::SeqCst) == 1 || reads < 100 {
+                let mut tx = Tx::new(spaces);
+                let view = tx.on(0);
+                assert_eq!(view.member_count(b"h", KeyType::Hash).unwrap(), 10);
+                let read = view.member_value(b"h", KeyType::Hash, b"f2").unwrap();
+                assert_eq!(read.map(|value| value.len()), Some(100));
+                assert!(view.has_member(b"h", KeyType::Hash, b"f9").unwrap());
+                reads += 1;
+            }
+        });
     }
 
     /// The member of number `n`, `long` enough for a few to fill `PATCHED_BYTES_MIN`.
