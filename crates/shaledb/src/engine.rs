@@ -130,7 +130,11 @@ impl Engine {
 
     fn release_snapshot(&self, seqno: u64) {
         self.snapshots.release(seqno);
-        for kvs in self.store.kvs.all() {
+        let keeping = self
+            .store
+            .kvs
+            .all_that(|kvs| kvs.index.keeps_old_versions());
+        for kvs in keeping {
             // Only partitions marked as keeping old versions are locked (a cursor releases a
             // snapshot per scan; most partitions keep none). A commit that kept a version for
             // this snapshot marks its partition before it reads the release count, so either

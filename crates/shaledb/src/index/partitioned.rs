@@ -102,6 +102,11 @@ impl PartitionedIndex {
         }
     }
 
+    /// Whether any partition kept old versions when last noted.
+    pub fn keeps_old_versions(&self) -> bool {
+        self.keeping_old.load(Ordering::SeqCst) != 0
+    }
+
     /// The partitions that kept old versions when last noted.
     pub fn parts_keeping_old_versions(&self) -> impl Iterator<Item = usize> {
         let mask = self.keeping_old.load(Ordering::SeqCst);

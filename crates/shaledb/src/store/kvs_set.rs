@@ -61,8 +61,20 @@ impl KvsSet {
 
     /// Every live KVS, by ascending id.
     pub fn all(&self) -> Vec<Arc<KvsState>> {
-        let mut all: Vec<_> = self.by_id.read().values().cloned().collect();
-        all.sort_by_key(|state| state.id);
-        all
+        self.all_that(|_| true)
+    }
+
+    /// The live KVSs `keep` selects, by ascending id; only those are cloned out of the set (a
+    /// cursor's snapshot release asks for the few whose index keeps old versions, usually none).
+    pub fn all_that(&self, keep: impl Fn(&KvsState) -> bool) -> Vec<Arc<KvsState>> {
+        let mut chosen: Vec<_> = self
+            .by_id
+            .read()
+            .values()
+            .filter(|state| keep(state))
+            .cloned()
+            .collect();
+        chosen.sort_by_key(|state| state.id);
+        chosen
     }
 }
