@@ -6,8 +6,9 @@ use super::tx::View;
 use super::{now_ms, record_key, tag, Failure, KeyType, Result};
 use bytes::Bytes;
 
-/// Reads of a long string that start over because a writer replaced it meanwhile, at most.
-const READ_ATTEMPTS: usize = 100;
+/// Reads of a long string, or of a collection by a reader that holds no lock, that start over
+/// because a writer replaced it meanwhile, at most.
+pub(super) const READ_ATTEMPTS: usize = 100;
 
 /// SET's NX and XX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
