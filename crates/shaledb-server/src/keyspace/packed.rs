@@ -162,18 +162,9 @@ impl Patch {
         let mut out = BytesMut::with_capacity(self.encoded_len());
         put_length(&mut out, self.changes.len());
         for (member, change) in &self.changes {
-            put_length(&mut out, member.len());
-            out.put_slice(member);
             match change {
-                None => {
-                    put_length(&mut out, 1);
-                    out.put_u8(CHANGE_REMOVED);
-                }
-                Some(value) => {
-                    put_length(&mut out, 1 + value.len());
-                    out.put_u8(CHANGE_PUT);
-                    out.put_slice(value);
-                }
+                None => put_entry(&mut out, member, &[&[CHANGE_REMOVED]]),
+                Some(value) => put_entry(&mut out, member, &[&[CHANGE_PUT], value]),
             }
         }
         out.freeze()
@@ -293,10 +284,7 @@ impl Packed {
         let mut out = BytesMut::with_capacity(self.encoded_len());
         put_length(&mut out, self.entries.len());
         for (member, value) in &self.entries {
-            put_length(&mut out, member.len());
-            out.put_slice(member);
-            put_length(&mut out, value.len());
-            out.put_slice(value);
+            put_entry(&mut out, member, &[value]);
         }
         out.freeze()
     }
@@ -417,6 +405,16 @@ fn walk<'v>(
         return Err(bad("with bytes after its last member"));
     }
     Ok(at - start)
+}
+
+/// A member, then its value (written in `value_parts`, back to back), each after its length.
+fn put_entry(out: &mut BytesMut, member: &[u8], value_parts: &[&[u8]]) {
+    put_length(out, member.len());
+    out.put_slice(member);
+    put_length(out, value_parts.iter().map(|part| part.len()).sum());
+    for part in value_parts {
+        out.put_slice(part);
+    }
 }
 
 fn entry_len(member: &[u8], value: &[u8]) -> usize {
