@@ -801,24 +801,27 @@ impl<'t, 's> View<'t, 's> {
     /// packed and patched.
     fn packed_member(&self, key: &[u8], kind: KeyType, member: &[u8]) -> Result<PointRead> {
         let read = self.read_collection(key, kind, |first_tag| {
-            if first_tag == packed_tag(kind).unwrap_or(tag::END) {
-                let packed = record_key(key, first_tag, &[])?;
-                let Some(value) = self.record(&packed)? else {
-                    return Ok(None);
-                };
-                return Packed::find(&packed, &value, kind, member)
-                    .map(|value| Some(PointRead::Answered(value)));
-            }
-            Ok(match self.members_as(key, kind, first_tag, Locked::No)? {
-                None => None,
-                Some(Members::Packed { members, .. }) => {
-                    Some(PointRead::Answered(members.value(member).cloned()))
-                }
-                Some(Members::Records) => Some(PointRead::MemberRecord(record_key(
+            Ok(match self.packed_read(key, kind, first_tag, Locked::No)? {
+                PackedRead::Gone => None,
+                PackedRead::Records => Some(PointRead::MemberRecord(record_key(
                     key,
                     member_tag(kind)?,
                     member,
                 )?)),
+                // The record alone: found without building the collection.
+                PackedRead::Packed {
+                    record,
+                    value,
+                    patch: None,
+                } => Some(PointRead::Answered(Packed::find(
+                    &record, &value, kind, member,
+                )?)),
+                patched => match patched.into_members(kind)? {
+                    Some(Members::Packed { members, .. }) => {
+                        Some(PointRead::Answered(members.value(member).cloned()))
+                    }
+                    _ => None,
+                },
             })
         })?;
         Ok(read.unwrap_or(PointRead::Answered(None)))
@@ -906,9 +909,8 @@ impl<'t, 's> View<'t, 's> {
             .ok_or_else(|| damaged("a packed collection vanished", &base(key)))
     }
 
-    /// How the collection `key`, whose first record has tag `first_tag`, holds its members.
-    /// `None` when its packed record is gone: for a reader (`Locked::No`) the key changed since
-    /// its type was read; a writer holding its lock cannot see that, and gets damage.
+    /// How the collection `key`, whose first record has tag `first_tag`, holds its members;
+    /// `None` as [`PackedRead::Gone`].
     fn members_as(
         &self,
         key: &[u8],
@@ -916,54 +918,62 @@ impl<'t, 's> View<'t, 's> {
         first_tag: u8,
         locked: Locked,
     ) -> Result<Option<Members>> {
+        self.packed_read(key, kind, first_tag, locked)?
+            .into_members(kind)
+    }
+
+    /// Reads the packed record of the collection `key` (a `kind` whose first record has tag
+    /// `first_tag`) and its patch, if it has one. A reader that holds no stripe lock
+    /// (`Locked::No`) reads both at one snapshot, with one range read from the patch to the
+    /// record: between two point reads a writer could fold the patch in, or one commit (RENAME,
+    /// an EXEC) write a new record and a new patch, and the record read alone would miss the
+    /// patch. A writer, holding the lock, reads point by point.
+    fn packed_read(
+        &self,
+        key: &[u8],
+        kind: KeyType,
+        first_tag: u8,
+        locked: Locked,
+    ) -> Result<PackedRead> {
         let patched = Some(first_tag) == patch_tag(kind);
         if !patched && Some(first_tag) != packed_tag(kind) {
-            return Ok(Some(Members::Records));
+            return Ok(PackedRead::Records);
         }
         let record = packed_key(key, kind)?;
-        let patch_record = record_key(key, first_tag, &[])?;
-        let (stored, patch) = match (locked, patched) {
-            (_, false) => (self.record(&record)?, None),
-            // No writer can fold the patch in between the two reads.
-            (Locked::Yes, true) => {
+        let patch_record = patch_key(key, kind)?;
+        let (stored, patch) = match locked {
+            Locked::Yes if patched => {
                 let patch = self.record(&patch_record)?.ok_or_else(|| {
                     damaged("a packed collection's patch vanished", &patch_record)
                 })?;
                 (self.record(&record)?, Some(patch))
             }
-            (Locked::No, true) => self.packed_and_patch(key, kind, &record, &patch_record)?,
+            Locked::Yes => (self.record(&record)?, None),
+            Locked::No => self.packed_and_patch(&record, &patch_record)?,
         };
-        let stored = match (stored, locked) {
-            (Some(value), _) => Packed::decode(&record, &value, kind)?,
-            (None, _) if patch.is_some() => return Err(patch_alone(&patch_record)),
-            (None, Locked::No) => return Ok(None),
-            (None, Locked::Yes) => return Err(damaged("a packed collection vanished", &record)),
-        };
-        let Some(patch) = patch else {
-            // Folded in since the type was read, or never patched: the record is the collection.
-            return Ok(Some(Members::Packed {
-                members: stored,
-                patched: None,
-            }));
-        };
-        let patch = Patch::decode(&patch_record, &patch, kind)?;
-        Ok(Some(Members::Packed {
-            members: patch.apply(stored.clone(), &patch_record, kind)?,
-            patched: Some(stored),
-        }))
+        match (stored, patch, locked) {
+            (Some(value), patch, _) => Ok(PackedRead::Packed {
+                record,
+                value,
+                patch: patch.map(|value| (patch_record, value)),
+            }),
+            (None, Some(_), _) => Err(patch_alone(&patch_record)),
+            (None, None, Locked::No) => Ok(PackedRead::Gone),
+            (None, None, Locked::Yes) => Err(damaged("a packed collection vanished", &record)),
+        }
     }
 
-    /// The values of a packed collection's record and of its patch, read at one snapshot (one
-    /// range read from the patch to the record): a reader holds no stripe lock, and between two
-    /// point reads a writer could fold the patch into a new record.
+    /// The values of the packed record `record` and of its patch `patch_record`, read at one
+    /// snapshot. A record of another key type between them (a list's bounds sort between a
+    /// set's patch and its record) is not this read's: the key changed since its type was read,
+    /// or it holds two types' records, which a read of the whole key reports.
     fn packed_and_patch(
         &self,
-        key: &[u8],
-        kind: KeyType,
         record: &[u8],
         patch_record: &[u8],
     ) -> Result<(Option<Bytes>, Option<Bytes>)> {
-        let end = record_key(key, packed_tag(kind).unwrap_or(tag::END) + 1, &[])?;
+        let mut end = record.to_vec();
+        end.push(0);
         let (mut stored, mut patch) = (None, None);
         for item in self.records_taking(patch_record.to_vec(), end, true, Some(2)) {
             let (found, value) = item?;
@@ -971,8 +981,6 @@ impl<'t, 's> View<'t, 's> {
                 stored = Some(value);
             } else if *found == *patch_record {
                 patch = Some(value);
-            } else {
-                return Err(damaged("a record beside a packed collection", &found));
             }
         }
         Ok((stored, patch))
@@ -1609,6 +1617,48 @@ impl StoredPacked {
     }
 }
 
+/// What [`View::packed_read`] found of a collection.
+enum PackedRead {
+    /// It is stored one record per member.
+    Records,
+    /// For a reader: the packed record its type named is gone (a writer deleted or replaced the
+    /// key since): read it again from its type.
+    Gone,
+    /// Its packed record (key, value), and its patch (key, value) if it has one.
+    Packed {
+        record: Vec<u8>,
+        value: Bytes,
+        patch: Option<(Vec<u8>, Bytes)>,
+    },
+}
+
+impl PackedRead {
+    /// How the collection holds its members, decoded and merged; `None` when gone.
+    fn into_members(self, kind: KeyType) -> Result<Option<Members>> {
+        let (record, value, patch) = match self {
+            PackedRead::Records => return Ok(Some(Members::Records)),
+            PackedRead::Gone => return Ok(None),
+            PackedRead::Packed {
+                record,
+                value,
+                patch,
+            } => (record, value, patch),
+        };
+        let stored = Packed::decode(&record, &value, kind)?;
+        let Some((patch_record, patch)) = patch else {
+            return Ok(Some(Members::Packed {
+                members: stored,
+                patched: None,
+            }));
+        };
+        let patch = Patch::decode(&patch_record, &patch, kind)?;
+        Ok(Some(Members::Packed {
+            members: patch.apply(stored.clone(), &patch_record, kind)?,
+            patched: Some(stored),
+        }))
+    }
+}
+
 /// Whether the caller holds the stripe lock of the key it reads: a writer does, a plain reader
 /// does not.
 #[derive(Clone, Copy)]
@@ -2191,6 +2241,63 @@ mod tests {
                 let read = view.member_value(b"h", KeyType::Hash, b"f2").unwrap();
                 assert!(read.is_none_or(|value| value.len() == 100));
                 view.has_member(b"h", KeyType::Hash, b"f9").unwrap();
+                reads += 1;
+            }
+        });
+    }
+
+    #[test]
+    fn a_lock_free_reader_never_sees_a_record_without_the_patch_committed_with_it() {
+        // RENAME of a patched hash writes its packed record and its patch in one commit: a
+        // reader of the target must see both or neither. Every hash renamed onto `h` has f0 in
+        // its record and a patch removing it, so `h` never has f0 and always nine fields.
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let value = Bytes::from(vec![b'v'; 100]);
+        let fields: Vec<(Bytes, Bytes)> = (0..10)
+            .map(|n| (Bytes::from(format!("f{n}")), value.clone()))
+            .collect();
+        let mut tx = Tx::new(spaces);
+        tx.on(0)
+            .put_members(b"h", KeyType::Hash, &fields[1..], false)
+            .unwrap();
+        tx.commit().unwrap();
+        let writing = AtomicUsize::new(1);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for _ in 0..1_000 {
+                    let mut tx = Tx::new(spaces);
+                    let mut view = tx.on(0);
+                    view.put_members(b"src", KeyType::Hash, &fields, false)
+                        .unwrap();
+                    tx.commit().unwrap();
+                    let mut tx = Tx::new(spaces);
+                    let removed = [Bytes::from("f0")];
+                    tx.on(0)
+                        .remove_members(b"src", KeyType::Hash, &removed)
+                        .unwrap();
+                    tx.commit().unwrap();
+                    let mut tx = Tx::new(spaces);
+                    let mut view = tx.on(0);
+                    let records = view.key_records(b"src").unwrap().unwrap();
+                    view.remove_key(b"src").unwrap();
+                    view.put_key_records(b"h", records).unwrap();
+                    tx.commit().unwrap();
+                }
+                writing.store(0, Ordering::SeqCst);
+            });
+            let mut reads = 0;
+            while writing.load(Ordering::SeqCst) == 1 || reads < 100 {
+                // One transaction for many reads, as SMISMEMBER or HMGET read: the key's type,
+                // read once, is kept while the writer renames other hashes onto it.
+                let mut tx = Tx::new(spaces);
+                let view = tx.on(0);
+                for _ in 0..50 {
+                    assert!(!view.has_member(b"h", KeyType::Hash, b"f0").unwrap());
+                    assert_eq!(view.member_value(b"h", KeyType::Hash, b"f0").unwrap(), None);
+                    assert_eq!(view.member_count(b"h", KeyType::Hash).unwrap(), 9);
+                }
                 reads += 1;
             }
         });
