@@ -923,11 +923,13 @@ impl<'t, 's> View<'t, 's> {
     }
 
     /// Reads the packed record of the collection `key` (a `kind` whose first record has tag
-    /// `first_tag`) and its patch, if it has one. A reader that holds no stripe lock
-    /// (`Locked::No`) reads both at one snapshot, with one range read from the patch to the
-    /// record: between two point reads a writer could fold the patch in, or one commit (RENAME,
-    /// an EXEC) write a new record and a new patch, and the record read alone would miss the
-    /// patch. A writer, holding the lock, reads point by point.
+    /// `first_tag`) and its patch, if that tag says it has one. A reader that holds no stripe
+    /// lock (`Locked::No`) reads a record and its patch at one snapshot, with one range read
+    /// from the patch to the record: between two point reads a writer could fold the patch in.
+    /// A record whose type named no patch is read alone: no commit writes a packed record and
+    /// a patch together (`store_packed`, `key_records`), so a patch written after the type was
+    /// read belongs to a later state than the record read. A writer, holding the lock, reads
+    /// point by point.
     fn packed_read(
         &self,
         key: &[u8],
@@ -942,13 +944,13 @@ impl<'t, 's> View<'t, 's> {
         let record = packed_key(key, kind)?;
         let patch_record = patch_key(key, kind)?;
         let (stored, patch) = match locked {
-            Locked::Yes if patched => {
+            Locked::Yes | Locked::No if !patched => (self.record(&record)?, None),
+            Locked::Yes => {
                 let patch = self.record(&patch_record)?.ok_or_else(|| {
                     damaged("a packed collection's patch vanished", &patch_record)
                 })?;
                 (self.record(&record)?, Some(patch))
             }
-            Locked::Yes => (self.record(&record)?, None),
             Locked::No => self.packed_and_patch(&record, &patch_record)?,
         };
         match (stored, patch, locked) {
@@ -1097,6 +1099,11 @@ impl<'t, 's> View<'t, 's> {
         packed: &Packed,
     ) -> Result<()> {
         let patched = stored.as_ref().is_some_and(|stored| stored.patched);
+        // A commit never writes a packed record and a patch together: a reader that found no
+        // patch reads the record alone (`packed_read`). Once this transaction has rewritten
+        // the record, later changes in it rewrite the record again.
+        let record_rewritten = matches!(self.pending(&packed_key(key, kind)?), Some(Some(_)));
+        let stored = stored.filter(|_| !record_rewritten);
         match patch_for(stored.as_ref().map(|stored| &stored.members), packed) {
             Some(patch) => self.put_record(patch_key(key, kind)?, patch.encode()),
             None => {
@@ -1809,19 +1816,31 @@ impl KeyRecords {
 impl View<'_, '_> {
     /// Every record of the live key `key`, with its expiry; `None` when it does not exist.
     pub fn key_records(&self, key: &[u8]) -> Result<Option<KeyRecords>> {
-        if self.key_type(key)?.is_none() {
+        let Some(kind) = self.key_type(key)? else {
             return Ok(None);
-        }
+        };
         let prefix_len = base(key).len();
         let mut records = Vec::new();
+        let mut patch = None;
         for item in self.records(base(key), key_end(key), true) {
             let (record, value) = item?;
-            if !matches!(
-                record.get(prefix_len),
-                Some(&tag::EXPIRY | &tag::CHUNKED_STRING)
-            ) {
-                records.push((record[prefix_len..].to_vec(), value));
+            match record.get(prefix_len) {
+                Some(&tag::EXPIRY | &tag::CHUNKED_STRING) => {}
+                found if found == patch_tag(kind).as_ref() => patch = Some((record, value)),
+                _ => records.push((record[prefix_len..].to_vec(), value)),
             }
+        }
+        // A patch travels folded into its packed record: no commit writes both (`store_packed`).
+        if let Some((patch_record, patch)) = patch {
+            let packed_tag = packed_tag(kind).ok_or(super::Failure::WrongType)?;
+            let packed = records
+                .iter_mut()
+                .find(|(suffix, _)| suffix[..] == [packed_tag])
+                .ok_or_else(|| patch_alone(&patch_record))?;
+            let record = packed_key(key, kind)?;
+            let stored = Packed::decode(&record, &packed.1, kind)?;
+            let patch = Patch::decode(&patch_record, &patch, kind)?;
+            packed.1 = patch.apply(stored, &patch_record, kind)?.encode();
         }
         Ok(Some(KeyRecords {
             records,
@@ -2301,6 +2320,64 @@ mod tests {
                 reads += 1;
             }
         });
+    }
+
+    #[test]
+    fn no_commit_writes_a_packed_record_and_a_patch_together() {
+        // One transaction patches a hash, folds the patch in (rewriting the record), then
+        // changes it again: the last change rewrites the record too, instead of a patch beside
+        // the record this commit writes, which a lock-free reader would read without it.
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let value = |n: u64| Bytes::from(format!("{n:0>100}"));
+        let fields: Vec<(Bytes, Bytes)> = (0..10)
+            .map(|n| (Bytes::from(format!("f{n}")), value(n)))
+            .collect();
+        let mut tx = Tx::new(spaces);
+        tx.on(0)
+            .put_members(b"h", KeyType::Hash, &fields, false)
+            .unwrap();
+        tx.commit().unwrap();
+        let patch = patch_key(b"h", KeyType::Hash).unwrap();
+        let mut tx = Tx::new(spaces);
+        let mut view = tx.on(0);
+        for (n, field) in ["f1", "f2", "f3", "f4", "f5"].into_iter().enumerate() {
+            let pair = [(Bytes::from(field), value(100 + n as u64))];
+            view.put_members(b"h", KeyType::Hash, &pair, false).unwrap();
+        }
+        tx.commit().unwrap();
+        let mut tx = Tx::new(spaces);
+        let view = tx.on(0);
+        assert_eq!(view.record(&patch).unwrap(), None);
+        assert_eq!(
+            view.member_value(b"h", KeyType::Hash, b"f5").unwrap(),
+            Some(value(104))
+        );
+        // RENAME's records carry a patch folded in.
+        let mut tx = Tx::new(spaces);
+        let pair = [(Bytes::from("f6"), value(200))];
+        tx.on(0)
+            .put_members(b"h", KeyType::Hash, &pair, false)
+            .unwrap();
+        tx.commit().unwrap();
+        let mut tx = Tx::new(spaces);
+        let mut view = tx.on(0);
+        assert!(view.record(&patch).unwrap().is_some());
+        let records = view.key_records(b"h").unwrap().unwrap();
+        view.put_key_records(b"copy", records).unwrap();
+        tx.commit().unwrap();
+        let mut tx = Tx::new(spaces);
+        let view = tx.on(0);
+        assert_eq!(
+            view.record(&patch_key(b"copy", KeyType::Hash).unwrap())
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            view.members_with_values(b"copy", KeyType::Hash).unwrap(),
+            view.members_with_values(b"h", KeyType::Hash).unwrap()
+        );
     }
 
     /// The member of number `n`, `long` enough for a few to fill `PATCHED_BYTES_MIN`.
