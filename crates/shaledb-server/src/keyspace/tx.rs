@@ -2220,39 +2220,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_db, keyspace) = open(dir.path());
         let spaces = std::slice::from_ref(&keyspace);
-        let value = |n: u64| Bytes::from(format!("{n:0>100}"));
-        let fields: Vec<(Bytes, Bytes)> = (0..10)
-            .map(|n| (Bytes::from(format!("f{n}")), value(n)))
-            .collect();
-        let create = || {
-            let mut tx = Tx::new(spaces);
-            tx.on(0)
-                .put_members(b"h", KeyType::Hash, &fields, false)
-                .unwrap();
-            tx.commit().unwrap();
-        };
+        let value = hundred_bytes;
+        let create = || put_hash(spaces, b"h", &ten_fields());
         create();
-        let writing = AtomicUsize::new(1);
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
+        read_while_writing(
+            || {
                 for n in 0..3_000u64 {
-                    let mut tx = Tx::new(spaces);
                     if n % 50 == 49 {
+                        let mut tx = Tx::new(spaces);
                         tx.on(0).remove_key(b"h").unwrap();
                         tx.commit().unwrap();
                         create();
                         continue;
                     }
                     let field = Bytes::from(format!("f{}", n % 4));
-                    tx.on(0)
-                        .put_members(b"h", KeyType::Hash, &[(field, value(n))], false)
-                        .unwrap();
-                    tx.commit().unwrap();
+                    put_hash(spaces, b"h", &[(field, value(n))]);
                 }
-                writing.store(0, Ordering::SeqCst);
-            });
-            let mut reads = 0;
-            while writing.load(Ordering::SeqCst) == 1 || reads < 100 {
+            },
+            || {
                 let mut tx = Tx::new(spaces);
                 let view = tx.on(0);
                 let count = view.member_count(b"h", KeyType::Hash).unwrap();
@@ -2260,37 +2245,24 @@ mod tests {
                 let read = view.member_value(b"h", KeyType::Hash, b"f2").unwrap();
                 assert!(read.is_none_or(|value| value.len() == 100));
                 view.has_member(b"h", KeyType::Hash, b"f9").unwrap();
-                reads += 1;
-            }
-        });
+            },
+        );
     }
 
     #[test]
     fn a_lock_free_reader_never_sees_a_record_without_the_patch_committed_with_it() {
-        // RENAME of a patched hash writes its packed record and its patch in one commit: a
-        // reader of the target must see both or neither. Every hash renamed onto `h` has f0 in
-        // its record and a patch removing it, so `h` never has f0 and always nine fields.
+        // RENAME of a patched hash onto `h`: a reader of `h` must never see its record without
+        // its patch. Every hash renamed onto `h` has f0 in its record and a patch removing it,
+        // so `h` never has f0 and always nine fields.
         let dir = tempfile::tempdir().unwrap();
         let (_db, keyspace) = open(dir.path());
         let spaces = std::slice::from_ref(&keyspace);
-        let value = Bytes::from(vec![b'v'; 100]);
-        let fields: Vec<(Bytes, Bytes)> = (0..10)
-            .map(|n| (Bytes::from(format!("f{n}")), value.clone()))
-            .collect();
-        let mut tx = Tx::new(spaces);
-        tx.on(0)
-            .put_members(b"h", KeyType::Hash, &fields[1..], false)
-            .unwrap();
-        tx.commit().unwrap();
-        let writing = AtomicUsize::new(1);
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
+        let fields = ten_fields();
+        put_hash(spaces, b"h", &fields[1..]);
+        read_while_writing(
+            || {
                 for _ in 0..1_000 {
-                    let mut tx = Tx::new(spaces);
-                    let mut view = tx.on(0);
-                    view.put_members(b"src", KeyType::Hash, &fields, false)
-                        .unwrap();
-                    tx.commit().unwrap();
+                    put_hash(spaces, b"src", &fields);
                     let mut tx = Tx::new(spaces);
                     let removed = [Bytes::from("f0")];
                     tx.on(0)
@@ -2304,10 +2276,8 @@ mod tests {
                     view.put_key_records(b"h", records).unwrap();
                     tx.commit().unwrap();
                 }
-                writing.store(0, Ordering::SeqCst);
-            });
-            let mut reads = 0;
-            while writing.load(Ordering::SeqCst) == 1 || reads < 100 {
+            },
+            || {
                 // One transaction for many reads, as SMISMEMBER or HMGET read: the key's type,
                 // read once, is kept while the writer renames other hashes onto it.
                 let mut tx = Tx::new(spaces);
@@ -2317,6 +2287,22 @@ mod tests {
                     assert_eq!(view.member_value(b"h", KeyType::Hash, b"f0").unwrap(), None);
                     assert_eq!(view.member_count(b"h", KeyType::Hash).unwrap(), 9);
                 }
+            },
+        );
+    }
+
+    /// Runs `write` on a thread of its own and `read` here, again and again until the writer
+    /// is done (at least 100 times).
+    fn read_while_writing(write: impl FnOnce() + Send, mut read: impl FnMut()) {
+        let writing = AtomicUsize::new(1);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                write();
+                writing.store(0, Ordering::SeqCst);
+            });
+            let mut reads = 0;
+            while writing.load(Ordering::SeqCst) == 1 || reads < 100 {
+                read();
                 reads += 1;
             }
         });
@@ -2330,15 +2316,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_db, keyspace) = open(dir.path());
         let spaces = std::slice::from_ref(&keyspace);
-        let value = |n: u64| Bytes::from(format!("{n:0>100}"));
-        let fields: Vec<(Bytes, Bytes)> = (0..10)
-            .map(|n| (Bytes::from(format!("f{n}")), value(n)))
-            .collect();
-        let mut tx = Tx::new(spaces);
-        tx.on(0)
-            .put_members(b"h", KeyType::Hash, &fields, false)
-            .unwrap();
-        tx.commit().unwrap();
+        let value = hundred_bytes;
+        put_hash(spaces, b"h", &ten_fields());
         let patch = patch_key(b"h", KeyType::Hash).unwrap();
         let mut tx = Tx::new(spaces);
         let mut view = tx.on(0);
@@ -2378,6 +2357,27 @@ mod tests {
             view.members_with_values(b"copy", KeyType::Hash).unwrap(),
             view.members_with_values(b"h", KeyType::Hash).unwrap()
         );
+    }
+
+    /// Value number `n`, 100 bytes as YCSB's fields.
+    fn hundred_bytes(n: u64) -> Bytes {
+        Bytes::from(format!("{n:0>100}"))
+    }
+
+    /// YCSB's record: fields f0..f9 of 100 bytes, 1.1 KiB packed (patched when changed).
+    fn ten_fields() -> Vec<(Bytes, Bytes)> {
+        (0..10)
+            .map(|n| (Bytes::from(format!("f{n}")), hundred_bytes(n)))
+            .collect()
+    }
+
+    /// Sets `fields` of the hash `key` in a transaction of its own.
+    fn put_hash(spaces: &[Keyspace], key: &[u8], fields: &[(Bytes, Bytes)]) {
+        let mut tx = Tx::new(spaces);
+        tx.on(0)
+            .put_members(key, KeyType::Hash, fields, false)
+            .unwrap();
+        tx.commit().unwrap();
     }
 
     /// The member of number `n`, `long` enough for a few to fill `PATCHED_BYTES_MIN`.
