@@ -139,7 +139,7 @@ impl Patch {
 
     /// Reads the patch record `record` of a `kind`; its members and values are slices of it.
     pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Patch> {
-        let what = || format!("a packed {}'s patch", kind.name());
+        let what = || patch_name(kind);
         let bad = |problem: &str| damaged(&format!("{} {problem}", what()), record);
         let mut changes = Vec::with_capacity(read_length(value, &mut 0).unwrap_or(0).min(1024));
         walk(record, value, what, |member, change| {
@@ -176,8 +176,7 @@ impl Patch {
                 .changes
                 .iter()
                 .map(|(member, change)| {
-                    let change_len = 1 + change.as_ref().map_or(0, Bytes::len);
-                    length_len(member.len()) + member.len() + length_len(change_len) + change_len
+                    entry_len(member.len(), 1 + change.as_ref().map_or(0, Bytes::len))
                 })
                 .sum::<usize>()
     }
@@ -185,12 +184,7 @@ impl Patch {
     /// `stored` (the packed record `record`'s members) with these changes made. A removal of a
     /// member it lacks, or a collection left empty, is damage naming `record`.
     pub fn apply(&self, stored: Packed, record: &[u8], kind: KeyType) -> Result<Packed> {
-        let bad = |problem: &str| {
-            damaged(
-                &format!("a packed {}'s patch {problem}", kind.name()),
-                record,
-            )
-        };
+        let bad = |problem: &str| damaged(&format!("{} {problem}", patch_name(kind)), record);
         let mut entries = Vec::with_capacity(stored.entries.len() + self.changes.len());
         let mut old = stored.entries.into_iter().peekable();
         for (member, change) in &self.changes {
@@ -243,11 +237,31 @@ impl Packed {
         })
     }
 
+    /// The members of the packed record `record` (its value `value`) with its patch, if it has
+    /// one (the patch record's key and value), applied; and, when patched, the record's own
+    /// members, which a writer's next patch is taken against.
+    pub fn decode_patched(
+        record: &[u8],
+        value: &Bytes,
+        patch: Option<(&[u8], &Bytes)>,
+        kind: KeyType,
+    ) -> Result<(Packed, Option<Packed>)> {
+        let stored = Packed::decode(record, value, kind)?;
+        let Some((patch_record, patch)) = patch else {
+            return Ok((stored, None));
+        };
+        let patch = Patch::decode(patch_record, patch, kind)?;
+        Ok((
+            patch.apply(stored.clone(), patch_record, kind)?,
+            Some(stored),
+        ))
+    }
+
     /// A collection of `entries`, already in strictly ascending order of member.
     pub fn from_sorted(entries: Vec<(Bytes, Bytes)>) -> Packed {
         let entry_bytes = entries
             .iter()
-            .map(|(member, value)| entry_len(member, value))
+            .map(|(member, value)| entry_len(member.len(), value.len()))
             .sum();
         Packed {
             entries,
@@ -319,12 +333,12 @@ impl Packed {
         match self.position(&member) {
             Ok(at) => {
                 let old = std::mem::replace(&mut self.entries[at].1, value);
-                self.entry_bytes = self.entry_bytes - entry_len(&member, &old)
-                    + entry_len(&member, &self.entries[at].1);
+                self.entry_bytes = self.entry_bytes - entry_len(member.len(), old.len())
+                    + entry_len(member.len(), self.entries[at].1.len());
                 false
             }
             Err(at) => {
-                self.entry_bytes += entry_len(&member, &value);
+                self.entry_bytes += entry_len(member.len(), value.len());
                 self.entries.insert(at, (member, value));
                 true
             }
@@ -336,7 +350,7 @@ impl Packed {
         match self.position(member) {
             Ok(at) => {
                 let (member, value) = self.entries.remove(at);
-                self.entry_bytes -= entry_len(&member, &value);
+                self.entry_bytes -= entry_len(member.len(), value.len());
                 true
             }
             Err(_) => false,
@@ -361,6 +375,10 @@ impl Packed {
 
 fn packed_name(kind: KeyType) -> String {
     format!("a packed {}", kind.name())
+}
+
+fn patch_name(kind: KeyType) -> String {
+    format!("a packed {}'s patch", kind.name())
 }
 
 /// A set's members carry no values.
@@ -417,8 +435,9 @@ fn put_entry(out: &mut BytesMut, member: &[u8], value_parts: &[&[u8]]) {
     }
 }
 
-fn entry_len(member: &[u8], value: &[u8]) -> usize {
-    length_len(member.len()) + member.len() + length_len(value.len()) + value.len()
+/// The bytes an entry of a `member_len`-byte member and a `value_len`-byte value takes.
+fn entry_len(member_len: usize, value_len: usize) -> usize {
+    length_len(member_len) + member_len + length_len(value_len) + value_len
 }
 
 fn length_len(length: usize) -> usize {

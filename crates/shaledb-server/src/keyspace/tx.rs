@@ -8,7 +8,7 @@
 
 use super::blobs::{self, BlobReader, StagedBlob};
 use super::cleared::ClearedPrefixes;
-use super::packed::{packed_tag, patch_for, patch_tag, Packed, Packing, Patch};
+use super::packed::{packed_tag, patch_for, patch_tag, Packed, Packing};
 use super::records::{Base, Records};
 use super::strings::{StringValue, READ_ATTEMPTS};
 use super::{
@@ -716,7 +716,7 @@ impl<'t, 's> View<'t, 's> {
         let mut members = Vec::new();
         let mut first = true;
         let mut packed = false;
-        let mut patch: Option<(Bytes, Patch)> = None;
+        let mut patch: Option<(Bytes, Bytes)> = None;
         for item in self.records(start, key_end(key), true) {
             let (record, value) = item?;
             let record_tag = record.get(prefix_len).copied().unwrap_or(tag::END);
@@ -748,14 +748,13 @@ impl<'t, 's> View<'t, 's> {
             if record_tag == member_tag {
                 members.push((record.slice(prefix_len + 1..), value));
             } else if Some(record_tag) == patch_tag(kind) {
-                patch = Some((record.clone(), Patch::decode(&record, &value, kind)?));
+                patch = Some((record, value));
             } else if Some(record_tag) == packed_tag(kind) {
-                let stored = Packed::decode(&record, &value, kind)?;
-                members = match patch.take() {
-                    Some((patch_record, patch)) => patch.apply(stored, &patch_record, kind)?,
-                    None => stored,
-                }
-                .into_entries();
+                let patch = patch.take();
+                let patch = patch.as_ref().map(|(record, value)| (&record[..], value));
+                members = Packed::decode_patched(&record, &value, patch, kind)?
+                    .0
+                    .into_entries();
                 packed = true;
             }
         }
@@ -1099,17 +1098,18 @@ impl<'t, 's> View<'t, 's> {
         packed: &Packed,
     ) -> Result<()> {
         let patched = stored.as_ref().is_some_and(|stored| stored.patched);
+        let (record, patch_record) = (packed_key(key, kind)?, patch_key(key, kind)?);
         // A commit never writes a packed record and a patch together: a reader that found no
         // patch reads the record alone (`packed_read`). Once this transaction has rewritten
         // the record, later changes in it rewrite the record again.
-        let record_rewritten = matches!(self.pending(&packed_key(key, kind)?), Some(Some(_)));
+        let record_rewritten = matches!(self.pending(&record), Some(Some(_)));
         let stored = stored.filter(|_| !record_rewritten);
         match patch_for(stored.as_ref().map(|stored| &stored.members), packed) {
-            Some(patch) => self.put_record(patch_key(key, kind)?, patch.encode()),
+            Some(patch) => self.put_record(patch_record, patch.encode()),
             None => {
-                self.put_record(packed_key(key, kind)?, packed.encode());
+                self.put_record(record, packed.encode());
                 if patched {
-                    self.delete_record(&patch_key(key, kind)?);
+                    self.delete_record(&patch_record);
                 }
             }
         }
@@ -1651,18 +1651,9 @@ impl PackedRead {
                 patch,
             } => (record, value, patch),
         };
-        let stored = Packed::decode(&record, &value, kind)?;
-        let Some((patch_record, patch)) = patch else {
-            return Ok(Some(Members::Packed {
-                members: stored,
-                patched: None,
-            }));
-        };
-        let patch = Patch::decode(&patch_record, &patch, kind)?;
-        Ok(Some(Members::Packed {
-            members: patch.apply(stored.clone(), &patch_record, kind)?,
-            patched: Some(stored),
-        }))
+        let patch = patch.as_ref().map(|(record, value)| (&record[..], value));
+        let (members, patched) = Packed::decode_patched(&record, &value, patch, kind)?;
+        Ok(Some(Members::Packed { members, patched }))
     }
 }
 
@@ -1838,9 +1829,10 @@ impl View<'_, '_> {
                 .find(|(suffix, _)| suffix[..] == [packed_tag])
                 .ok_or_else(|| patch_alone(&patch_record))?;
             let record = packed_key(key, kind)?;
-            let stored = Packed::decode(&record, &packed.1, kind)?;
-            let patch = Patch::decode(&patch_record, &patch, kind)?;
-            packed.1 = patch.apply(stored, &patch_record, kind)?.encode();
+            let patch = Some((&patch_record[..], &patch));
+            packed.1 = Packed::decode_patched(&record, &packed.1, patch, kind)?
+                .0
+                .encode();
         }
         Ok(Some(KeyRecords {
             records,
