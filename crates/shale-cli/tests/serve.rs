@@ -528,6 +528,61 @@ fn connections_keep_their_order_as_they_move_between_network_threads() {
     assert!(moved >= 2, "connections moved {moved} times under load");
 }
 
+/// The balancer places the connections for the shape of the load (`network_threads.rs`):
+/// INFO names the shape it placed them for, pipelined under clients writing fifty commands at a
+/// time, interactive under clients writing one, and it follows the load from one to the other.
+#[test]
+fn the_network_threads_are_placed_for_the_shape_of_the_load() {
+    const CLIENTS: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--network-threads", "2"]);
+    let mut observer = server.connect();
+    let load = |observer: &mut Client| {
+        let Value::Bulk(info) = observer.call(&["INFO", "stats"]) else {
+            panic!("INFO answers a bulk string")
+        };
+        let info = String::from_utf8(info).unwrap();
+        let shape = info
+            .lines()
+            .find_map(|line| line.strip_prefix("network_threads_load:"))
+            .unwrap_or_else(|| panic!("no network_threads_load in {info}"));
+        shape.to_string()
+    };
+    assert_eq!(load(&mut observer), "none", "no load yet");
+    for (depth, shape) in [(50, "pipelined"), (1, "interactive"), (50, "pipelined")] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|client| {
+                let mut connection = server.connect();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let key = format!("key{client}");
+                    let requests = vec![vec![&b"SET"[..], key.as_bytes(), b"value"]; depth];
+                    while !stop.load(Ordering::Relaxed) {
+                        assert!(connection
+                            .pipeline(&requests)
+                            .iter()
+                            .all(|reply| *reply == ok()));
+                    }
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while load(&mut observer) != shape && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for client in clients {
+            client.join().unwrap();
+        }
+        assert_eq!(
+            load(&mut observer),
+            shape,
+            "under {CLIENTS} clients writing {depth} commands at a time"
+        );
+    }
+}
+
 /// `INFO shaledb` shows the engine's space and its cleaner (docs/SERVER.md, "Operations").
 #[test]
 fn info_shaledb_reports_space_and_the_cleaner() {

@@ -237,6 +237,9 @@ impl Client {
                 }
             }
             let ran = !pending.is_empty();
+            if ran {
+                self.shared.network.count_read();
+            }
             while !pending.is_empty() {
                 if let Err(close) = self.run_and_reply(stream, &mut pending).await {
                     return close;

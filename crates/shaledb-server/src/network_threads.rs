@@ -1,41 +1,53 @@
 //! The network threads: one single-threaded tokio runtime each. Connections are numbered as
 //! they are accepted, and connection `n` lives on thread `n % active`, where `active` (1 up to
 //! `network_threads`) is the count that serves the most requests under the load of the moment:
-//! the balancer counts the commands served in each [`BALANCE_PERIOD`], and every
-//! [`PROBE_EVERY`] periods tries one thread more or fewer for a period, keeping the change only
-//! if it served at least [`PROBE_GAIN_MIN`] times as many. A Redis connection whose thread is no
-//! longer its place moves between two pipelines (`connection.rs`); memcached's connections stay
-//! where they were placed.
+//! every [`TICK`] the balancer counts the commands served and the reads they came in, whose
+//! ratio is the load's [`Shape`] (pipelined or interactive). Each shape learns its own count by
+//! probes (one thread more or fewer for a while, kept if it served at least
+//! [`PROBE_GAIN_MIN`] times as many) and gets it back as soon as the load takes that shape again
+//! ([`Balancer`]). A Redis connection whose thread is no longer its place moves between two
+//! pipelines (`connection.rs`); memcached's connections stay where they were placed.
 //!
 //! Why not a fixed count: on cores shared with the clients (two cores, redis-benchmark or YCSB
 //! beside the server) two network threads sleep and wake per request, 60 times as many task
 //! switches as one thread that always finds work (measured: 72,301 vs 1,189 in 3 s of HGETALL
 //! from 16 clients), and serve 30-45% fewer requests; under 50 clients pipelining, one thread
 //! is the bottleneck and two serve 25-60% more writes. Neither the threads' CPU time nor the
-//! machine's idle time tells the cases apart (one thread is 93-98% busy in both), the requests
-//! served do. Details and numbers: docs/SERVER.md, "Where commands run".
+//! machine's idle time tells the cases apart (one thread is 93-98% busy in both): the commands
+//! per read tell the loads apart, and the commands served which count suits each. Details and
+//! numbers: docs/SERVER.md, "Where commands run".
 //!
 //! It replaced one work-stealing runtime with a worker per core, which woke an idle worker
 //! whenever another had tasks queued.
 
 use anyhow::{Context, Result};
+use shaledb::ShardedCounter as Counter;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::runtime::{Builder, Handle};
 
-/// How long the balancer counts the commands served to compare two thread counts.
-const BALANCE_PERIOD: Duration = Duration::from_millis(100);
-/// How long connections are given to move before a period is counted.
+/// How often the balancer looks at what the last tick served: the commands and the reads
+/// they came in (their ratio is the load's [`Shape`]).
+const TICK: Duration = Duration::from_millis(50);
+/// How long connections are given to move after the count changed, before a tick is counted.
 const SETTLE: Duration = Duration::from_millis(20);
-/// Periods between two probes of another thread count.
-const PROBE_EVERY: u32 = 10;
-/// A probe is kept when it served at least this many times the commands of the period before.
+/// Ticks of one count compared with as many of the next in a probe (100 ms each way).
+const COMPARE_TICKS: u32 = 2;
+/// Ticks between two probes of another thread count under a shape already learned.
+const PROBE_EVERY: u32 = 20;
+/// A probe is kept when it served at least this many times the commands of the ticks before.
 const PROBE_GAIN_MIN: f64 = 1.05;
-/// Fewer commands per period than this is no load to compare under.
-const LOAD_MIN: u64 = 1000;
+/// A probe's baseline is ticks whose commands are within this factor of each other.
+const STEADY_SPREAD_MAX: f64 = 1.25;
+/// Fewer commands per tick than this is no load to compare or shape under.
+const LOAD_MIN: u64 = 500;
+/// Commands per read from which a load counts as pipelined, and below which it counts as
+/// interactive again (apart, so a load in between keeps the shape it has).
+const PIPELINED_FROM: u64 = 4;
+const INTERACTIVE_BELOW: u64 = 2;
 
 /// How many network threads serve connections now; shared with INFO.
 #[derive(Debug)]
@@ -46,7 +58,14 @@ pub struct Balance {
     pub active: AtomicUsize,
     /// Connections moved to another thread so far.
     pub moves: AtomicU64,
+    /// Reads that brought requests, on every thread (commands per read: the load's shape).
+    reads: Counter,
+    /// The shape of the load the balancer placed the connections for (INFO), as
+    /// `Shape as u8`, or [`NO_SHAPE`] before any load.
+    shape: AtomicU8,
 }
+
+const NO_SHAPE: u8 = u8::MAX;
 
 impl Balance {
     pub fn new(count: usize) -> Balance {
@@ -55,6 +74,23 @@ impl Balance {
             count,
             active: AtomicUsize::new(count),
             moves: AtomicU64::new(0),
+            reads: Counter::default(),
+            shape: AtomicU8::new(NO_SHAPE),
+        }
+    }
+
+    /// Counts a read of a connection that brought requests.
+    pub fn count_read(&self) {
+        self.reads.add(1);
+    }
+
+    /// The shape of the load the threads are placed for: `pipelined`, `interactive`, or `none`
+    /// before any load.
+    pub fn shape_name(&self) -> &'static str {
+        match self.shape.load(Ordering::Relaxed) {
+            shape if shape == Shape::Pipelined as u8 => "pipelined",
+            shape if shape == Shape::Interactive as u8 => "interactive",
+            _ => "none",
         }
     }
 
@@ -158,49 +194,208 @@ impl NetworkThreads {
         });
     }
 
-    /// Every `PROBE_EVERY` periods, tries another thread count for a period and keeps it if it
-    /// served more; `served` counts the commands served so far.
+    /// Places the connections on as many threads as serve the most commands (`Balancer`),
+    /// from what `served` (the commands served so far) and the reads counted tell every tick.
     pub async fn run_balancer(self: Arc<Self>, served: impl Fn() -> u64) {
-        let count = self.balance.count;
-        if count == 1 {
+        let balance = &self.balance;
+        if balance.count == 1 {
             return;
         }
-        let mut grow_next = false;
+        let mut balancer = Balancer::new(balance.count);
         loop {
-            tokio::time::sleep(BALANCE_PERIOD * PROBE_EVERY).await;
-            let active = self.balance.active.load(Ordering::Relaxed);
-            let Some(probe) = probe_target(active, count, grow_next) else {
-                continue;
-            };
-            grow_next = !grow_next;
-            let before = served_in(&served, BALANCE_PERIOD).await;
-            if before < LOAD_MIN {
-                continue;
-            }
-            self.balance.active.store(probe, Ordering::Relaxed);
-            tokio::time::sleep(SETTLE).await;
-            let during = served_in(&served, BALANCE_PERIOD).await;
-            let kept = during as f64 >= before as f64 * PROBE_GAIN_MIN;
-            tracing::debug!(
-                active,
-                probe,
-                before,
-                during,
-                kept,
-                "network threads probed"
+            let (commands, reads) = (served(), balance.reads.get());
+            tokio::time::sleep(TICK).await;
+            let active = balancer.tick(
+                served().saturating_sub(commands),
+                balance.reads.get().saturating_sub(reads),
             );
-            if !kept {
-                self.balance.active.store(active, Ordering::Relaxed);
+            if let Some(shape) = balancer.shape {
+                balance.shape.store(shape as u8, Ordering::Relaxed);
+            }
+            if balance.active.swap(active, Ordering::Relaxed) != active {
+                tracing::debug!(
+                    active,
+                    shape = balance.shape_name(),
+                    "network threads placed"
+                );
+                tokio::time::sleep(SETTLE).await;
             }
         }
     }
 }
 
-/// Commands served over the next `period`.
-async fn served_in(served: &impl Fn() -> u64, period: Duration) -> u64 {
-    let before = served();
-    tokio::time::sleep(period).await;
-    served().saturating_sub(before)
+/// How a load comes: many commands per read (pipelines: the commands are the work, and more
+/// threads run more of them) or about one (each command a read, a reply and a wake-up of its
+/// thread: on cores shared with the clients, fewer threads waking less often serve more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Interactive = 0,
+    Pipelined = 1,
+}
+
+impl Shape {
+    /// The shape of `commands` that came in `reads`, from the shape before (`last`): a load
+    /// between the two bounds keeps it.
+    fn of(commands: u64, reads: u64, last: Option<Shape>) -> Shape {
+        let reads = reads.max(1);
+        if commands >= PIPELINED_FROM * reads {
+            Shape::Pipelined
+        } else if commands < INTERACTIVE_BELOW * reads {
+            Shape::Interactive
+        } else {
+            last.unwrap_or(Shape::Interactive)
+        }
+    }
+}
+
+/// What the balancer is doing between two ticks.
+#[derive(Debug, PartialEq)]
+enum Phase {
+    /// Running at the count chosen: `until_probe` more ticks before the next probe, with the
+    /// commands of the last ticks at this count (the next probe's baseline).
+    Steady { until_probe: u32, recent: Vec<u64> },
+    /// Counting what `probe` threads serve, against `before` served by `previous` threads.
+    Probing {
+        previous: usize,
+        before: u64,
+        during: Vec<u64>,
+    },
+}
+
+/// Chooses how many network threads serve, tick by tick, from the commands served and the reads
+/// they came in. Every load shape learns its own count: a shape seen before gets its count back
+/// at the first tick it is seen again (a benchmark's pipelined phase after its interactive one,
+/// or a batch job beside interactive clients), a shape not seen yet starts on every thread and
+/// is probed at once; then every `PROBE_EVERY` ticks a probe tries one thread more or fewer for
+/// `COMPARE_TICKS` ticks and keeps the count that served more. Until 2026-11-28 the balancer
+/// probed only once a second whatever the load did, so a load that changed shape ran up to a
+/// second on the count of the load before (measured in docs/SERVER.md, "Where commands run").
+#[derive(Debug)]
+struct Balancer {
+    count: usize,
+    active: usize,
+    shape: Option<Shape>,
+    /// The count each shape (by `Shape as usize`) served the most with when last probed.
+    learned: [Option<usize>; 2],
+    phase: Phase,
+    /// Where both are possible, whether the next probe tries one thread more.
+    grow_next: bool,
+}
+
+impl Balancer {
+    fn new(count: usize) -> Balancer {
+        Balancer {
+            count,
+            active: count,
+            shape: None,
+            learned: [None; 2],
+            phase: Phase::Steady {
+                until_probe: 0,
+                recent: Vec::new(),
+            },
+            grow_next: false,
+        }
+    }
+
+    /// The count to serve with from now, given what the last tick served at the current one.
+    fn tick(&mut self, commands: u64, reads: u64) -> usize {
+        if commands < LOAD_MIN {
+            // No load to learn from: a probe under way is abandoned (its count undone, tried
+            // again when the load is back), and the baseline starts over.
+            match &mut self.phase {
+                Phase::Probing { previous, .. } => {
+                    self.active = *previous;
+                    self.steady(0);
+                }
+                Phase::Steady { recent, .. } => recent.clear(),
+            }
+            return self.active;
+        }
+        let shape = Shape::of(commands, reads, self.shape);
+        if self.shape != Some(shape) {
+            self.shape = Some(shape);
+            let learned = self.learned[shape as usize];
+            self.active = learned.unwrap_or(self.count);
+            self.steady(if learned.is_some() { PROBE_EVERY } else { 0 });
+            return self.active;
+        }
+        match &mut self.phase {
+            Phase::Steady {
+                until_probe,
+                recent,
+            } => {
+                recent.push(commands);
+                if recent.len() > COMPARE_TICKS as usize {
+                    recent.remove(0);
+                }
+                if *until_probe > 0 {
+                    *until_probe -= 1;
+                    return self.active;
+                }
+                // A baseline whose ticks differ is a load changing (a benchmark's next test,
+                // clients coming or going): a probe against it would credit the count with the
+                // change.
+                if recent.len() < COMPARE_TICKS as usize || !is_steady(recent) {
+                    return self.active;
+                }
+                let before = recent.iter().sum();
+                let Some(probe) = probe_target(self.active, self.count, self.grow_next) else {
+                    self.learned[shape as usize] = Some(self.active);
+                    self.steady(PROBE_EVERY);
+                    return self.active;
+                };
+                self.grow_next = !self.grow_next;
+                self.phase = Phase::Probing {
+                    previous: self.active,
+                    before,
+                    during: Vec::new(),
+                };
+                self.active = probe;
+            }
+            Phase::Probing {
+                previous,
+                before,
+                during,
+            } => {
+                during.push(commands);
+                if during.len() < COMPARE_TICKS as usize {
+                    return self.active;
+                }
+                let served: u64 = during.iter().sum();
+                let kept = served as f64 >= *before as f64 * PROBE_GAIN_MIN;
+                tracing::debug!(
+                    previous,
+                    probe = self.active,
+                    before,
+                    served,
+                    kept,
+                    "network threads probed"
+                );
+                if !kept {
+                    self.active = *previous;
+                }
+                self.learned[shape as usize] = Some(self.active);
+                self.steady(PROBE_EVERY);
+            }
+        }
+        self.active
+    }
+
+    /// Runs at the current count from now, probing after `until_probe` ticks at the earliest.
+    fn steady(&mut self, until_probe: u32) {
+        self.phase = Phase::Steady {
+            until_probe,
+            recent: Vec::new(),
+        };
+    }
+}
+
+/// Whether the commands of `ticks` are within [`STEADY_SPREAD_MAX`] of each other.
+fn is_steady(ticks: &[u64]) -> bool {
+    let (least, most) = (ticks.iter().min(), ticks.iter().max());
+    least
+        .zip(most)
+        .is_some_and(|(&least, &most)| most as f64 <= least as f64 * STEADY_SPREAD_MAX)
 }
 
 /// The thread count to try next from `active` (of `count`): one more or one fewer, alternating
@@ -226,6 +421,108 @@ mod tests {
         assert_eq!(probe_target(2, 4, true), Some(3));
         assert_eq!(probe_target(2, 4, false), Some(1));
         assert_eq!(probe_target(1, 1, true), None);
+    }
+
+    /// Feeds `balancer` ticks of `commands` in `reads` until it places the threads for
+    /// another count or `ticks` ran out; the counts it chose, tick by tick.
+    fn run(balancer: &mut Balancer, ticks: usize, commands: u64, reads: u64) -> Vec<usize> {
+        (0..ticks).map(|_| balancer.tick(commands, reads)).collect()
+    }
+
+    #[test]
+    fn a_load_shape_not_seen_yet_starts_on_every_thread_and_is_probed_at_once() {
+        let mut balancer = Balancer::new(2);
+        // An interactive load: the baseline at two threads (two ticks), then one thread for two
+        // ticks, which serves 10% more: kept, and learned.
+        assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [2, 2, 1]);
+        assert_eq!(run(&mut balancer, 2, 11_000, 11_000), [1, 1]);
+        assert_eq!(balancer.learned, [Some(1), None]);
+        // The next probe, after `PROBE_EVERY` ticks, tries two threads again: they serve less.
+        let ticks = run(&mut balancer, PROBE_EVERY as usize + 2, 11_000, 11_000);
+        assert!(ticks[..PROBE_EVERY as usize]
+            .iter()
+            .all(|&active| active == 1));
+        assert_eq!(ticks[PROBE_EVERY as usize..], [2, 2]);
+        assert_eq!(
+            balancer.tick(9_000, 9_000),
+            1,
+            "a probe that serves less is undone"
+        );
+    }
+
+    #[test]
+    fn a_load_shape_seen_before_gets_its_count_back_at_its_first_tick() {
+        let mut balancer = Balancer::new(2);
+        run(&mut balancer, 3, 10_000, 10_000);
+        run(&mut balancer, 2, 11_000, 11_000);
+        assert_eq!(balancer.learned, [Some(1), None]);
+        // Sixteen commands per read: pipelined, not seen yet: every thread at once, then a
+        // probe of one thread, which serves less.
+        assert_eq!(run(&mut balancer, 3, 160_000, 10_000), [2, 2, 1]);
+        assert_eq!(run(&mut balancer, 2, 100_000, 6_250), [1, 2]);
+        assert_eq!(balancer.learned, [Some(1), Some(2)]);
+        assert_eq!(balancer.shape, Some(Shape::Pipelined));
+        // Each shape gets its count back at once, and is not probed again before its time.
+        for _ in 0..3 {
+            assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [1, 1, 1]);
+            assert_eq!(run(&mut balancer, 3, 160_000, 10_000), [2, 2, 2]);
+        }
+    }
+
+    #[test]
+    fn a_probe_without_load_is_undone_and_tried_again_when_the_load_is_back() {
+        let mut balancer = Balancer::new(2);
+        assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [2, 2, 1]);
+        assert_eq!(
+            balancer.tick(LOAD_MIN - 1, 10),
+            2,
+            "no load: the probe is undone"
+        );
+        assert_eq!(balancer.learned, [None, None]);
+        // A new baseline of two ticks, then the probe again.
+        assert_eq!(run(&mut balancer, 2, 10_000, 10_000), [2, 1]);
+    }
+
+    #[test]
+    fn a_probe_waits_for_a_steady_baseline() {
+        let mut balancer = Balancer::new(2);
+        // A load rising tick by tick (a benchmark's next test starting) is no baseline.
+        assert_eq!(run(&mut balancer, 1, 10_000, 10_000), [2]);
+        for commands in [14_000, 20_000, 28_000] {
+            assert_eq!(balancer.tick(commands, commands), 2, "no probe yet");
+        }
+        assert_eq!(
+            balancer.tick(30_000, 30_000),
+            1,
+            "a steady baseline: the probe"
+        );
+        assert!(is_steady(&[100, 125]) && !is_steady(&[100, 126]));
+    }
+
+    #[test]
+    fn a_load_between_the_shapes_keeps_the_shape_it_had() {
+        let reads = 1_000;
+        assert_eq!(Shape::of(1_000, reads, None), Shape::Interactive);
+        assert_eq!(Shape::of(1_999, reads, None), Shape::Interactive);
+        assert_eq!(Shape::of(4_000, reads, None), Shape::Pipelined);
+        for last in [Shape::Interactive, Shape::Pipelined] {
+            assert_eq!(Shape::of(3_000, reads, Some(last)), last);
+        }
+        assert_eq!(Shape::of(3_000, reads, None), Shape::Interactive);
+        assert_eq!(
+            Shape::of(1_000, 0, None),
+            Shape::Pipelined,
+            "no read counted"
+        );
+    }
+
+    #[test]
+    fn a_single_network_thread_is_never_probed() {
+        let mut balancer = Balancer::new(1);
+        assert!(run(&mut balancer, 30, 10_000, 10_000)
+            .iter()
+            .all(|&active| active == 1));
+        assert_eq!(balancer.learned, [Some(1), None]);
     }
 
     #[test]

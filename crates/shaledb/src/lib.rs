@@ -83,6 +83,7 @@ pub use manifest::FILE_NAME as MANIFEST_FILE_NAME;
 pub use media::{MediaClass, OsStorage, Storage, StorageFile};
 pub use options::{Durability, KeyGroups, KvsOptions, MediaPolicy, Options};
 pub use recovery::{RecoveryReport, SalvageReport};
+pub use sharded_counter::Counter as ShardedCounter;
 pub use snapshot::Snapshot;
 pub use stats::{MediaStats, Stats};
 pub use txn::{Transaction, TxnIter, TxnOptions};

@@ -331,7 +331,8 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
                  rejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n\
                  clients_closed_by_limit:{}\r\nwrite_commits:{}\r\ncombined_pipelines:{}\r\n\
-                 network_threads:{}\r\nnetwork_threads_active:{}\r\nnetwork_thread_moves:{}\r\n\r\n",
+                 network_threads:{}\r\nnetwork_threads_active:{}\r\nnetwork_threads_load:{}\r\n\
+                 network_thread_moves:{}\r\n\r\n",
                 shared.connections_received.load(Ordering::Relaxed),
                 shared.metrics.commands_processed(),
                 shared.metrics.connections_rejected.get(),
@@ -341,6 +342,7 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 shared.combiner.jobs_run(),
                 shared.network.count,
                 shared.network.active.load(Ordering::Relaxed),
+                shared.network.shape_name(),
                 shared.network.moves.load(Ordering::Relaxed),
             );
         }
