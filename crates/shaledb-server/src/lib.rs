@@ -123,11 +123,13 @@ async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
     tokio::spawn(expire_keys(shared.clone()));
     {
         let shared = shared.clone();
-        tokio::spawn(
-            network
-                .clone()
-                .run_balancer(move || shared.metrics.commands_processed()),
-        );
+        tokio::spawn(network.clone().run_balancer(
+            {
+                let shared = shared.clone();
+                move || shared.metrics.commands_processed()
+            },
+            move || shared.connections_received.load(Ordering::Relaxed),
+        ));
     }
     let readiness = Arc::new(Readiness(AtomicBool::new(false)));
     if let Some(admin_bind) = &config.admin_bind {

@@ -195,20 +195,27 @@ impl NetworkThreads {
     }
 
     /// Places the connections on as many threads as serve the most commands (`Balancer`),
-    /// from what `served` (the commands served so far) and the reads counted tell every tick.
-    pub async fn run_balancer(self: Arc<Self>, served: impl Fn() -> u64) {
+    /// from what `served` (the commands served so far), the reads counted and `accepted` (the
+    /// connections accepted so far) tell every tick.
+    pub async fn run_balancer(
+        self: Arc<Self>,
+        served: impl Fn() -> u64,
+        accepted: impl Fn() -> u64,
+    ) {
         let balance = &self.balance;
         if balance.count == 1 {
             return;
         }
         let mut balancer = Balancer::new(balance.count);
+        let totals = || Tick {
+            commands: served(),
+            reads: balance.reads.get(),
+            accepted: accepted(),
+        };
         loop {
-            let (commands, reads) = (served(), balance.reads.get());
+            let before = totals();
             tokio::time::sleep(TICK).await;
-            let active = balancer.tick(
-                served().saturating_sub(commands),
-                balance.reads.get().saturating_sub(reads),
-            );
+            let active = balancer.tick(totals().since(before));
             if let Some(shape) = balancer.shape {
                 balance.shape.store(shape as u8, Ordering::Relaxed);
             }
@@ -220,6 +227,26 @@ impl NetworkThreads {
                 );
                 tokio::time::sleep(SETTLE).await;
             }
+        }
+    }
+}
+
+/// What the network threads did in a tick (or since they started).
+#[derive(Clone, Copy, Debug, Default)]
+struct Tick {
+    commands: u64,
+    /// Reads of requests the commands came in.
+    reads: u64,
+    /// Connections accepted.
+    accepted: u64,
+}
+
+impl Tick {
+    fn since(self, before: Tick) -> Tick {
+        Tick {
+            commands: self.commands.saturating_sub(before.commands),
+            reads: self.reads.saturating_sub(before.reads),
+            accepted: self.accepted.saturating_sub(before.accepted),
         }
     }
 }
@@ -298,10 +325,26 @@ impl Balancer {
     }
 
     /// The count to serve with from now, given what the last tick served at the current one.
-    fn tick(&mut self, commands: u64, reads: u64) -> usize {
-        if commands < LOAD_MIN {
-            // No load to learn from: a probe under way is abandoned (its count undone, tried
-            // again when the load is back), and the baseline starts over.
+    fn tick(&mut self, tick: Tick) -> usize {
+        let commands = tick.commands;
+        if commands >= LOAD_MIN {
+            let shape = Shape::of(commands, tick.reads, self.shape);
+            if self.shape != Some(shape) {
+                self.shape = Some(shape);
+                let learned = self.learned[shape as usize];
+                self.active = learned.unwrap_or(self.count);
+                self.steady(if learned.is_some() { PROBE_EVERY } else { 0 });
+                return self.active;
+            }
+        }
+        let Some(shape) = self
+            .shape
+            .filter(|_| commands >= LOAD_MIN && tick.accepted == 0)
+        else {
+            // No load to learn from, or clients arriving (a benchmark's next test, a pool
+            // growing): the load of this tick is not the one before it. A probe under way is
+            // abandoned (its count undone, tried again once the load is steady), and the
+            // baseline starts over.
             match &mut self.phase {
                 Phase::Probing { previous, .. } => {
                     self.active = *previous;
@@ -310,15 +353,7 @@ impl Balancer {
                 Phase::Steady { recent, .. } => recent.clear(),
             }
             return self.active;
-        }
-        let shape = Shape::of(commands, reads, self.shape);
-        if self.shape != Some(shape) {
-            self.shape = Some(shape);
-            let learned = self.learned[shape as usize];
-            self.active = learned.unwrap_or(self.count);
-            self.steady(if learned.is_some() { PROBE_EVERY } else { 0 });
-            return self.active;
-        }
+        };
         match &mut self.phase {
             Phase::Steady {
                 until_probe,
@@ -426,7 +461,17 @@ mod tests {
     /// Feeds `balancer` ticks of `commands` in `reads` until it places the threads for
     /// another count or `ticks` ran out; the counts it chose, tick by tick.
     fn run(balancer: &mut Balancer, ticks: usize, commands: u64, reads: u64) -> Vec<usize> {
-        (0..ticks).map(|_| balancer.tick(commands, reads)).collect()
+        (0..ticks)
+            .map(|_| balancer.tick(served(commands, reads)))
+            .collect()
+    }
+
+    fn served(commands: u64, reads: u64) -> Tick {
+        Tick {
+            commands,
+            reads,
+            accepted: 0,
+        }
     }
 
     #[test]
@@ -444,7 +489,7 @@ mod tests {
             .all(|&active| active == 1));
         assert_eq!(ticks[PROBE_EVERY as usize..], [2, 2]);
         assert_eq!(
-            balancer.tick(9_000, 9_000),
+            balancer.tick(served(9_000, 9_000)),
             1,
             "a probe that serves less is undone"
         );
@@ -474,7 +519,7 @@ mod tests {
         let mut balancer = Balancer::new(2);
         assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [2, 2, 1]);
         assert_eq!(
-            balancer.tick(LOAD_MIN - 1, 10),
+            balancer.tick(served(LOAD_MIN - 1, 10)),
             2,
             "no load: the probe is undone"
         );
@@ -489,14 +534,31 @@ mod tests {
         // A load rising tick by tick (a benchmark's next test starting) is no baseline.
         assert_eq!(run(&mut balancer, 1, 10_000, 10_000), [2]);
         for commands in [14_000, 20_000, 28_000] {
-            assert_eq!(balancer.tick(commands, commands), 2, "no probe yet");
+            assert_eq!(balancer.tick(served(commands, commands)), 2, "no probe yet");
         }
         assert_eq!(
-            balancer.tick(30_000, 30_000),
+            balancer.tick(served(30_000, 30_000)),
             1,
             "a steady baseline: the probe"
         );
         assert!(is_steady(&[100, 125]) && !is_steady(&[100, 126]));
+    }
+
+    #[test]
+    fn clients_arriving_void_a_probe_and_its_baseline() {
+        let mut balancer = Balancer::new(2);
+        let arriving = Tick {
+            accepted: 50,
+            ..served(10_000, 10_000)
+        };
+        assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [2, 2, 1]);
+        // New clients during the probe (whose own load would be credited to one thread).
+        assert_eq!(balancer.tick(arriving), 2, "the probe is undone");
+        assert_eq!(balancer.learned, [None, None]);
+        // ... and during the baseline: two ticks without arrivals are needed again.
+        assert_eq!(run(&mut balancer, 1, 10_000, 10_000), [2]);
+        assert_eq!(balancer.tick(arriving), 2);
+        assert_eq!(run(&mut balancer, 2, 10_000, 10_000), [2, 1]);
     }
 
     #[test]
