@@ -36,8 +36,13 @@ const TICK: Duration = Duration::from_millis(50);
 const SETTLE: Duration = Duration::from_millis(20);
 /// Ticks of one count compared with as many of the next in a probe (100 ms each way).
 const COMPARE_TICKS: u32 = 2;
-/// Ticks between two probes of another thread count under a shape already learned.
+/// Ticks between two probes of another thread count under a shape already learned (1 s), after
+/// a change of the load or of the count; each probe that confirms the count doubles it, up to
+/// [`PROBE_EVERY_MAX`] (16 s): a losing probe serves its 100 ms at a worse count, slower and with
+/// a longer tail (under YCSB's steady 16 clients, a probe a second put a tenth of the requests in
+/// such periods).
 const PROBE_EVERY: u32 = 20;
+const PROBE_EVERY_MAX: u32 = 320;
 /// A probe is kept when it served at least this many times the commands of the ticks before.
 const PROBE_GAIN_MIN: f64 = 1.05;
 /// A probe's baseline is ticks whose commands are within this factor of each other.
@@ -293,8 +298,8 @@ enum Phase {
 /// they came in. Every load shape learns its own count: a shape seen before gets its count back
 /// at the first tick it is seen again (a benchmark's pipelined phase after its interactive one,
 /// or a batch job beside interactive clients), a shape not seen yet starts on every thread and
-/// is probed at once; then every `PROBE_EVERY` ticks a probe tries one thread more or fewer for
-/// `COMPARE_TICKS` ticks and keeps the count that served more. Until 2026-11-28 the balancer
+/// is probed at once; then every `PROBE_EVERY` ticks or more a probe tries one thread more or
+/// fewer for `COMPARE_TICKS` ticks and keeps the count that served more. Until 2026-11-28 the balancer
 /// probed only once a second whatever the load did, so a load that changed shape ran up to a
 /// second on the count of the load before (measured in docs/SERVER.md, "Where commands run").
 #[derive(Debug)]
@@ -304,6 +309,8 @@ struct Balancer {
     shape: Option<Shape>,
     /// The count each shape (by `Shape as usize`) served the most with when last probed.
     learned: [Option<usize>; 2],
+    /// Ticks from a shape's last probe to its next: longer each time a probe confirms the count.
+    probe_every: [u32; 2],
     phase: Phase,
     /// Where both are possible, whether the next probe tries one thread more.
     grow_next: bool,
@@ -316,6 +323,7 @@ impl Balancer {
             active: count,
             shape: None,
             learned: [None; 2],
+            probe_every: [PROBE_EVERY; 2],
             phase: Phase::Steady {
                 until_probe: 0,
                 recent: Vec::new(),
@@ -333,6 +341,7 @@ impl Balancer {
                 self.shape = Some(shape);
                 let learned = self.learned[shape as usize];
                 self.active = learned.unwrap_or(self.count);
+                self.probe_every[shape as usize] = PROBE_EVERY;
                 self.steady(if learned.is_some() { PROBE_EVERY } else { 0 });
                 return self.active;
             }
@@ -344,13 +353,25 @@ impl Balancer {
             // No load to learn from, or clients arriving (a benchmark's next test, a pool
             // growing): the load of this tick is not the one before it. A probe under way is
             // abandoned (its count undone, tried again once the load is steady), and the
-            // baseline starts over.
+            // baseline starts over; new clients may want another count, soon probed.
+            let arriving = tick.accepted > 0;
+            if let Some(shape) = self.shape.filter(|_| arriving) {
+                self.probe_every[shape as usize] = PROBE_EVERY;
+            }
             match &mut self.phase {
                 Phase::Probing { previous, .. } => {
                     self.active = *previous;
                     self.steady(0);
                 }
-                Phase::Steady { recent, .. } => recent.clear(),
+                Phase::Steady {
+                    until_probe,
+                    recent,
+                } => {
+                    recent.clear();
+                    if arriving {
+                        *until_probe = (*until_probe).min(PROBE_EVERY);
+                    }
+                }
             }
             return self.active;
         };
@@ -376,7 +397,7 @@ impl Balancer {
                 let before = recent.iter().sum();
                 let Some(probe) = probe_target(self.active, self.count, self.grow_next) else {
                     self.learned[shape as usize] = Some(self.active);
-                    self.steady(PROBE_EVERY);
+                    self.steady(PROBE_EVERY_MAX);
                     return self.active;
                 };
                 self.grow_next = !self.grow_next;
@@ -406,11 +427,16 @@ impl Balancer {
                     kept,
                     "network threads probed"
                 );
-                if !kept {
+                let every = &mut self.probe_every[shape as usize];
+                if kept {
+                    *every = PROBE_EVERY;
+                } else {
                     self.active = *previous;
+                    *every = (*every * 2).min(PROBE_EVERY_MAX);
                 }
+                let until_probe = *every;
                 self.learned[shape as usize] = Some(self.active);
-                self.steady(PROBE_EVERY);
+                self.steady(until_probe);
             }
         }
         self.active
@@ -559,6 +585,44 @@ mod tests {
         assert_eq!(run(&mut balancer, 1, 10_000, 10_000), [2]);
         assert_eq!(balancer.tick(arriving), 2);
         assert_eq!(run(&mut balancer, 2, 10_000, 10_000), [2, 1]);
+    }
+
+    /// The ticks between the probes `balancer` makes over `ticks` ticks of a steady load
+    /// (each probe's two ticks at the other count serving less).
+    fn probe_gaps(balancer: &mut Balancer, ticks: usize) -> Vec<usize> {
+        let settled = balancer.active;
+        let mut gaps = vec![0];
+        for _ in 0..ticks {
+            let commands = if balancer.active == settled {
+                10_000
+            } else {
+                5_000
+            };
+            if balancer.tick(served(commands, commands)) == settled {
+                *gaps.last_mut().unwrap() += 1;
+            } else if gaps.last() != Some(&0) {
+                gaps.push(0);
+            }
+        }
+        gaps
+    }
+
+    #[test]
+    fn a_count_each_probe_confirms_is_probed_less_often_until_clients_arrive() {
+        let mut balancer = Balancer::new(2);
+        run(&mut balancer, 3, 10_000, 10_000);
+        run(&mut balancer, 2, 11_000, 11_000);
+        assert_eq!(balancer.learned, [Some(1), None]);
+        // Each gap is the steady ticks before a probe and the tick that undoes it.
+        let gaps = probe_gaps(&mut balancer, 1_500);
+        assert_eq!(gaps[..6], [20, 41, 81, 161, 321, 321]);
+        // Clients arriving: the next probe within `PROBE_EVERY` ticks of the load being steady.
+        let arriving = Tick {
+            accepted: 3,
+            ..served(10_000, 10_000)
+        };
+        balancer.tick(arriving);
+        assert_eq!(probe_gaps(&mut balancer, 100)[..2], [20, 41]);
     }
 
     #[test]
