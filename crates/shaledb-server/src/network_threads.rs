@@ -39,8 +39,7 @@ const COMPARE_TICKS: u32 = 2;
 /// Ticks between two probes of another thread count under a shape already learned (1 s), after
 /// a change of the load or of the count; each probe that confirms the count doubles it, up to
 /// [`PROBE_EVERY_MAX`] (16 s): a losing probe serves its 100 ms at a worse count, slower and with
-/// a longer tail (under YCSB's steady 16 clients, a probe a second put a tenth of the requests in
-/// such periods).
+/// a longer tail, and a probe a second spent a tenth of a steady load's time so.
 const PROBE_EVERY: u32 = 20;
 const PROBE_EVERY_MAX: u32 = 320;
 /// A probe is kept when it served at least this many times the commands of the ticks before.
