@@ -491,6 +491,16 @@ mod tests {
             .collect()
     }
 
+    /// A balancer of two threads that learned one for an interactive load (a probe of one
+    /// thread served 10% more).
+    fn interactive_on_one_thread() -> Balancer {
+        let mut balancer = Balancer::new(2);
+        run(&mut balancer, 3, 10_000, 10_000);
+        run(&mut balancer, 2, 11_000, 11_000);
+        assert_eq!(balancer.learned, [Some(1), None]);
+        balancer
+    }
+
     fn served(commands: u64, reads: u64) -> Tick {
         Tick {
             commands,
@@ -522,10 +532,7 @@ mod tests {
 
     #[test]
     fn a_load_shape_seen_before_gets_its_count_back_at_its_first_tick() {
-        let mut balancer = Balancer::new(2);
-        run(&mut balancer, 3, 10_000, 10_000);
-        run(&mut balancer, 2, 11_000, 11_000);
-        assert_eq!(balancer.learned, [Some(1), None]);
+        let mut balancer = interactive_on_one_thread();
         // Sixteen commands per read: pipelined, not seen yet: every thread at once, then a
         // probe of one thread, which serves less.
         assert_eq!(run(&mut balancer, 3, 160_000, 10_000), [2, 2, 1]);
@@ -608,10 +615,7 @@ mod tests {
 
     #[test]
     fn a_count_each_probe_confirms_is_probed_less_often_until_clients_arrive() {
-        let mut balancer = Balancer::new(2);
-        run(&mut balancer, 3, 10_000, 10_000);
-        run(&mut balancer, 2, 11_000, 11_000);
-        assert_eq!(balancer.learned, [Some(1), None]);
+        let mut balancer = interactive_on_one_thread();
         // Each gap is the steady ticks before a probe and the tick that undoes it.
         let gaps = probe_gaps(&mut balancer, 1_500);
         assert_eq!(gaps[..6], [20, 41, 81, 161, 321, 321]);
