@@ -532,7 +532,7 @@ fn connections_keep_their_order_as_they_move_between_network_threads() {
 /// INFO names the shape it placed them for, pipelined under clients writing fifty commands at a
 /// time, interactive under clients writing one, and it follows the load from one to the other.
 #[test]
-fn the_network_threads_are_placed_for_the_shape_of_the_load() {
+fn info_names_the_shape_of_the_load_the_network_threads_follow() {
     const CLIENTS: usize = 8;
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("db"), &["--network-threads", "2"]);

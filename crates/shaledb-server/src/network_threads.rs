@@ -26,7 +26,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::runtime::{Builder, Handle};
 
 /// How often the balancer looks at what the last tick served: the commands and the reads
@@ -88,8 +88,8 @@ impl Balance {
         self.reads.add(1);
     }
 
-    /// The shape of the load the threads are placed for: `pipelined`, `interactive`, or `none`
-    /// before any load.
+    /// The shape of the load the threads are placed for (one thread or more): `pipelined`,
+    /// `interactive`, or `none` before any load.
     pub fn shape_name(&self) -> &'static str {
         match self.shape.load(Ordering::Relaxed) {
             shape if shape == Shape::Pipelined as u8 => "pipelined",
@@ -207,9 +207,6 @@ impl NetworkThreads {
         accepted: impl Fn() -> u64,
     ) {
         let balance = &self.balance;
-        if balance.count == 1 {
-            return;
-        }
         let mut balancer = Balancer::new(balance.count);
         let totals = || Tick {
             commands: served(),
@@ -217,9 +214,11 @@ impl NetworkThreads {
             accepted: accepted(),
         };
         loop {
-            let before = totals();
+            let (before, started) = (totals(), Instant::now());
             tokio::time::sleep(TICK).await;
-            let active = balancer.tick(totals().since(before));
+            // Counts of one tick's length: a tick the runtime woke late for would otherwise
+            // serve more and pass for a better count.
+            let active = balancer.tick(totals().since(before).per(TICK, started.elapsed()));
             if let Some(shape) = balancer.shape {
                 balance.shape.store(shape as u8, Ordering::Relaxed);
             }
@@ -246,6 +245,19 @@ struct Tick {
 }
 
 impl Tick {
+    /// These counts, served over `elapsed`, as over `nominal`.
+    fn per(self, nominal: Duration, elapsed: Duration) -> Tick {
+        let scale = |count: u64| {
+            let scaled = u128::from(count) * nominal.as_nanos() / elapsed.as_nanos().max(1);
+            u64::try_from(scaled).unwrap_or(u64::MAX)
+        };
+        Tick {
+            commands: scale(self.commands),
+            reads: scale(self.reads),
+            accepted: self.accepted,
+        }
+    }
+
     fn since(self, before: Tick) -> Tick {
         Tick {
             commands: self.commands.saturating_sub(before.commands),
@@ -268,7 +280,10 @@ impl Shape {
     /// The shape of `commands` that came in `reads`, from the shape before (`last`): a load
     /// between the two bounds keeps it.
     fn of(commands: u64, reads: u64, last: Option<Shape>) -> Shape {
-        let reads = reads.max(1);
+        if reads == 0 {
+            // Commands without a read (blocked clients served after a write): no shape to see.
+            return last.unwrap_or(Shape::Interactive);
+        }
         if commands >= PIPELINED_FROM * reads {
             Shape::Pipelined
         } else if commands < INTERACTIVE_BELOW * reads {
@@ -285,11 +300,21 @@ enum Phase {
     /// Running at the count chosen: `until_probe` more ticks before the next probe, with the
     /// commands of the last ticks at this count (the next probe's baseline).
     Steady { until_probe: u32, recent: Vec<u64> },
-    /// Counting what `probe` threads serve, against `before` served by `previous` threads.
+    /// Counting what the probe's count serves, against `before` served by `previous` threads.
     Probing {
         previous: usize,
         before: u64,
         during: Vec<u64>,
+    },
+    /// Back at `previous` threads after a probe at `probe` that served `served`, more than
+    /// `before`: counting what `previous` serves after the probe too, so that a load rising
+    /// over the probe (whose ticks would all beat the ones before) is not credited to it.
+    Confirming {
+        previous: usize,
+        probe: usize,
+        before: u64,
+        served: u64,
+        after: Vec<u64>,
     },
 }
 
@@ -297,10 +322,12 @@ enum Phase {
 /// they came in. Every load shape learns its own count: a shape seen before gets its count back
 /// at the first tick it is seen again (a benchmark's pipelined phase after its interactive one,
 /// or a batch job beside interactive clients), a shape not seen yet starts on every thread and
-/// is probed at once; then every `PROBE_EVERY` ticks or more a probe tries one thread more or
-/// fewer for `COMPARE_TICKS` ticks and keeps the count that served more. Until 2026-11-28 the balancer
-/// probed only once a second whatever the load did, so a load that changed shape ran up to a
-/// second on the count of the load before (measured in docs/SERVER.md, "Where commands run").
+/// is probed as soon as its load is steady; then every `PROBE_EVERY` ticks or more a probe
+/// tries one thread more or fewer for `COMPARE_TICKS` ticks, and keeps that count only if it
+/// served at least `PROBE_GAIN_MIN` times the mean of the ticks before and after it (at the
+/// count it probed from). Until 2026-11-28 the balancer probed only once a second whatever the
+/// load did, so a load that changed shape ran up to a second on the count of the load before
+/// (measured in docs/SERVER.md, "Where commands run").
 #[derive(Debug)]
 struct Balancer {
     count: usize,
@@ -358,9 +385,12 @@ impl Balancer {
                 self.probe_every[shape as usize] = PROBE_EVERY;
             }
             match &mut self.phase {
-                Phase::Probing { previous, .. } => {
+                Phase::Probing { previous, .. } | Phase::Confirming { previous, .. } => {
                     self.active = *previous;
-                    self.steady(0);
+                    let wait = self
+                        .shape
+                        .map_or(PROBE_EVERY, |shape| self.probe_every[shape as usize]);
+                    self.steady(wait);
                 }
                 Phase::Steady {
                     until_probe,
@@ -417,28 +447,65 @@ impl Balancer {
                     return self.active;
                 }
                 let served: u64 = during.iter().sum();
-                let kept = served as f64 >= *before as f64 * PROBE_GAIN_MIN;
+                if served as f64 >= *before as f64 * PROBE_GAIN_MIN {
+                    let previous = *previous;
+                    self.phase = Phase::Confirming {
+                        previous,
+                        probe: self.active,
+                        before: *before,
+                        served,
+                        after: Vec::new(),
+                    };
+                    self.active = previous;
+                    return self.active;
+                }
+                self.active = *previous;
+                self.decide(shape, false);
+            }
+            Phase::Confirming {
+                previous,
+                probe,
+                before,
+                served,
+                after,
+            } => {
+                after.push(commands);
+                if after.len() < COMPARE_TICKS as usize {
+                    return self.active;
+                }
+                let baseline = (*before + after.iter().sum::<u64>()) as f64 / 2.0;
+                let kept = *served as f64 >= baseline * PROBE_GAIN_MIN;
                 tracing::debug!(
                     previous,
-                    probe = self.active,
+                    probe,
                     before,
                     served,
+                    after = after.iter().sum::<u64>(),
                     kept,
                     "network threads probed"
                 );
-                let every = &mut self.probe_every[shape as usize];
                 if kept {
-                    *every = PROBE_EVERY;
-                } else {
-                    self.active = *previous;
-                    *every = (*every * 2).min(PROBE_EVERY_MAX);
+                    self.active = *probe;
                 }
-                let until_probe = *every;
-                self.learned[shape as usize] = Some(self.active);
-                self.steady(until_probe);
+                self.decide(shape, kept);
             }
         }
         self.active
+    }
+
+    /// Learns the current count for `shape` after a probe (`changed`: the probe's count won),
+    /// and waits for the next: a second after a change, twice as long as last time after a
+    /// probe that confirmed the count.
+    fn decide(&mut self, shape: Shape, changed: bool) {
+        let every = &mut self.probe_every[shape as usize];
+        *every = if changed {
+            PROBE_EVERY
+        } else {
+            (*every * 2).min(PROBE_EVERY_MAX)
+        };
+        let until_probe = *every;
+        self.learned[shape as usize] = Some(self.active);
+        self.steady(until_probe);
     }
 
     /// Runs at the current count from now, probing after `until_probe` ticks at the earliest.
@@ -483,128 +550,60 @@ mod tests {
         assert_eq!(probe_target(1, 1, true), None);
     }
 
-    /// Feeds `balancer` ticks of `commands` in `reads` until it places the threads for
-    /// another count or `ticks` ran out; the counts it chose, tick by tick.
-    fn run(balancer: &mut Balancer, ticks: usize, commands: u64, reads: u64) -> Vec<usize> {
+    /// A load that serves `at_one` commands per tick on one thread and `at_two` on two, each
+    /// command its own read (interactive) or sixteen to a read (pipelined).
+    #[derive(Clone, Copy)]
+    struct Load {
+        at_one: u64,
+        at_two: u64,
+        shape: Shape,
+    }
+
+    const INTERACTIVE_FASTER_ON_ONE: Load = Load {
+        at_one: 11_000,
+        at_two: 10_000,
+        shape: Shape::Interactive,
+    };
+    const PIPELINED_FASTER_ON_TWO: Load = Load {
+        at_one: 100_000,
+        at_two: 160_000,
+        shape: Shape::Pipelined,
+    };
+
+    impl Load {
+        fn tick(self, active: usize) -> Tick {
+            let commands = if active == 1 {
+                self.at_one
+            } else {
+                self.at_two
+            };
+            let per_read = if self.shape == Shape::Pipelined {
+                16
+            } else {
+                1
+            };
+            Tick {
+                commands,
+                reads: commands / per_read,
+                accepted: 0,
+            }
+        }
+    }
+
+    /// The counts `balancer` chooses over `ticks` ticks of `load`, tick by tick.
+    fn run(balancer: &mut Balancer, ticks: usize, load: Load) -> Vec<usize> {
         (0..ticks)
-            .map(|_| balancer.tick(served(commands, reads)))
+            .map(|_| balancer.tick(load.tick(balancer.active)))
             .collect()
     }
 
-    /// A balancer of two threads that learned one for an interactive load (a probe of one
-    /// thread served 10% more).
-    fn interactive_on_one_thread() -> Balancer {
-        let mut balancer = Balancer::new(2);
-        run(&mut balancer, 3, 10_000, 10_000);
-        run(&mut balancer, 2, 11_000, 11_000);
-        assert_eq!(balancer.learned, [Some(1), None]);
-        balancer
-    }
-
-    fn served(commands: u64, reads: u64) -> Tick {
-        Tick {
-            commands,
-            reads,
-            accepted: 0,
-        }
-    }
-
-    #[test]
-    fn a_load_shape_not_seen_yet_starts_on_every_thread_and_is_probed_at_once() {
-        let mut balancer = Balancer::new(2);
-        // An interactive load: the baseline at two threads (two ticks), then one thread for two
-        // ticks, which serves 10% more: kept, and learned.
-        assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [2, 2, 1]);
-        assert_eq!(run(&mut balancer, 2, 11_000, 11_000), [1, 1]);
-        assert_eq!(balancer.learned, [Some(1), None]);
-        // The next probe, after `PROBE_EVERY` ticks, tries two threads again: they serve less.
-        let ticks = run(&mut balancer, PROBE_EVERY as usize + 2, 11_000, 11_000);
-        assert!(ticks[..PROBE_EVERY as usize]
-            .iter()
-            .all(|&active| active == 1));
-        assert_eq!(ticks[PROBE_EVERY as usize..], [2, 2]);
-        assert_eq!(
-            balancer.tick(served(9_000, 9_000)),
-            1,
-            "a probe that serves less is undone"
-        );
-    }
-
-    #[test]
-    fn a_load_shape_seen_before_gets_its_count_back_at_its_first_tick() {
-        let mut balancer = interactive_on_one_thread();
-        // Sixteen commands per read: pipelined, not seen yet: every thread at once, then a
-        // probe of one thread, which serves less.
-        assert_eq!(run(&mut balancer, 3, 160_000, 10_000), [2, 2, 1]);
-        assert_eq!(run(&mut balancer, 2, 100_000, 6_250), [1, 2]);
-        assert_eq!(balancer.learned, [Some(1), Some(2)]);
-        assert_eq!(balancer.shape, Some(Shape::Pipelined));
-        // Each shape gets its count back at once, and is not probed again before its time.
-        for _ in 0..3 {
-            assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [1, 1, 1]);
-            assert_eq!(run(&mut balancer, 3, 160_000, 10_000), [2, 2, 2]);
-        }
-    }
-
-    #[test]
-    fn a_probe_without_load_is_undone_and_tried_again_when_the_load_is_back() {
-        let mut balancer = Balancer::new(2);
-        assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [2, 2, 1]);
-        assert_eq!(
-            balancer.tick(served(LOAD_MIN - 1, 10)),
-            2,
-            "no load: the probe is undone"
-        );
-        assert_eq!(balancer.learned, [None, None]);
-        // A new baseline of two ticks, then the probe again.
-        assert_eq!(run(&mut balancer, 2, 10_000, 10_000), [2, 1]);
-    }
-
-    #[test]
-    fn a_probe_waits_for_a_steady_baseline() {
-        let mut balancer = Balancer::new(2);
-        // A load rising tick by tick (a benchmark's next test starting) is no baseline.
-        assert_eq!(run(&mut balancer, 1, 10_000, 10_000), [2]);
-        for commands in [14_000, 20_000, 28_000] {
-            assert_eq!(balancer.tick(served(commands, commands)), 2, "no probe yet");
-        }
-        assert_eq!(
-            balancer.tick(served(30_000, 30_000)),
-            1,
-            "a steady baseline: the probe"
-        );
-        assert!(is_steady(&[100, 125]) && !is_steady(&[100, 126]));
-    }
-
-    #[test]
-    fn clients_arriving_void_a_probe_and_its_baseline() {
-        let mut balancer = Balancer::new(2);
-        let arriving = Tick {
-            accepted: 50,
-            ..served(10_000, 10_000)
-        };
-        assert_eq!(run(&mut balancer, 3, 10_000, 10_000), [2, 2, 1]);
-        // New clients during the probe (whose own load would be credited to one thread).
-        assert_eq!(balancer.tick(arriving), 2, "the probe is undone");
-        assert_eq!(balancer.learned, [None, None]);
-        // ... and during the baseline: two ticks without arrivals are needed again.
-        assert_eq!(run(&mut balancer, 1, 10_000, 10_000), [2]);
-        assert_eq!(balancer.tick(arriving), 2);
-        assert_eq!(run(&mut balancer, 2, 10_000, 10_000), [2, 1]);
-    }
-
-    /// The ticks between the probes `balancer` makes over `ticks` ticks of a steady load
-    /// (each probe's two ticks at the other count serving less).
-    fn probe_gaps(balancer: &mut Balancer, ticks: usize) -> Vec<usize> {
+    /// The ticks of `load` between the probes `balancer` makes over `ticks` ticks, the ticks
+    /// of each probe at another count not counted.
+    fn probe_gaps(balancer: &mut Balancer, ticks: usize, load: Load) -> Vec<usize> {
         let settled = balancer.active;
         let mut gaps = vec![0];
         for _ in 0..ticks {
-            let commands = if balancer.active == settled {
-                10_000
-            } else {
-                5_000
-            };
-            if balancer.tick(served(commands, commands)) == settled {
+            if balancer.tick(load.tick(balancer.active)) == settled {
                 *gaps.last_mut().unwrap() += 1;
             } else if gaps.last() != Some(&0) {
                 gaps.push(0);
@@ -613,19 +612,151 @@ mod tests {
         gaps
     }
 
+    /// A balancer of two threads that learned one for an interactive load.
+    fn interactive_on_one_thread() -> Balancer {
+        let mut balancer = Balancer::new(2);
+        run(&mut balancer, 7, INTERACTIVE_FASTER_ON_ONE);
+        assert_eq!(balancer.learned, [Some(1), None]);
+        assert_eq!(balancer.active, 1);
+        balancer
+    }
+
+    #[test]
+    fn a_load_shape_not_seen_yet_starts_on_every_thread_and_is_probed_at_once() {
+        let mut balancer = Balancer::new(2);
+        // The tick that shows the shape, a baseline of two ticks at two threads, two at one
+        // (10% more), two at two again to confirm, then one thread, learned.
+        assert_eq!(
+            run(&mut balancer, 7, INTERACTIVE_FASTER_ON_ONE),
+            [2, 2, 1, 1, 2, 2, 1]
+        );
+        assert_eq!(balancer.learned, [Some(1), None]);
+        assert_eq!(balancer.shape, Some(Shape::Interactive));
+        // The next probe, a second later, tries two threads: they serve less, and the probe is
+        // undone at once.
+        let ticks = run(
+            &mut balancer,
+            PROBE_EVERY as usize + 3,
+            INTERACTIVE_FASTER_ON_ONE,
+        );
+        assert!(ticks[..PROBE_EVERY as usize]
+            .iter()
+            .all(|&active| active == 1));
+        assert_eq!(ticks[PROBE_EVERY as usize..], [2, 2, 1]);
+    }
+
+    #[test]
+    fn a_load_shape_seen_before_gets_its_count_back_at_its_first_tick() {
+        let mut balancer = interactive_on_one_thread();
+        // Pipelined, not seen yet: every thread at once, then a probe of one thread, which
+        // serves less.
+        assert_eq!(
+            run(&mut balancer, 5, PIPELINED_FASTER_ON_TWO),
+            [2, 2, 1, 1, 2]
+        );
+        assert_eq!(balancer.learned, [Some(1), Some(2)]);
+        assert_eq!(balancer.shape, Some(Shape::Pipelined));
+        // Each shape gets its count back at once, and is not probed again before its time.
+        for _ in 0..3 {
+            assert_eq!(run(&mut balancer, 3, INTERACTIVE_FASTER_ON_ONE), [1, 1, 1]);
+            assert_eq!(run(&mut balancer, 3, PIPELINED_FASTER_ON_TWO), [2, 2, 2]);
+        }
+    }
+
+    #[test]
+    fn a_load_rising_over_a_probe_is_not_credited_to_it() {
+        let mut balancer = Balancer::new(2);
+        // 8% more per tick whatever the count: the probe's ticks beat the ones before it, not
+        // the mean of those before and after.
+        let mut commands = 100_000.0;
+        let ticks: Vec<usize> = (0..7)
+            .map(|_| {
+                commands *= 1.08;
+                let commands = commands as u64;
+                balancer.tick(Tick {
+                    commands,
+                    reads: commands / 16,
+                    accepted: 0,
+                })
+            })
+            .collect();
+        assert_eq!(ticks, [2, 2, 1, 1, 2, 2, 2]);
+        assert_eq!(balancer.learned, [None, Some(2)]);
+    }
+
+    #[test]
+    fn a_probe_without_load_or_with_clients_arriving_is_undone_and_tried_a_second_later() {
+        let arriving = Tick {
+            accepted: 50,
+            ..INTERACTIVE_FASTER_ON_ONE.tick(2)
+        };
+        let idle = Tick::default();
+        for void in [arriving, idle] {
+            let mut balancer = Balancer::new(2);
+            assert_eq!(run(&mut balancer, 3, INTERACTIVE_FASTER_ON_ONE), [2, 2, 1]);
+            assert_eq!(balancer.tick(void), 2, "the probe is undone");
+            assert_eq!(balancer.learned, [None, None]);
+            let gaps = probe_gaps(&mut balancer, 100, INTERACTIVE_FASTER_ON_ONE);
+            assert_eq!(gaps[0], PROBE_EVERY as usize, "{gaps:?}");
+        }
+    }
+
+    #[test]
+    fn clients_arriving_void_a_baseline() {
+        let mut balancer = Balancer::new(2);
+        let arriving = Tick {
+            accepted: 1,
+            ..INTERACTIVE_FASTER_ON_ONE.tick(2)
+        };
+        assert_eq!(run(&mut balancer, 2, INTERACTIVE_FASTER_ON_ONE), [2, 2]);
+        assert_eq!(balancer.tick(arriving), 2);
+        // Two ticks without arrivals are needed again.
+        assert_eq!(run(&mut balancer, 2, INTERACTIVE_FASTER_ON_ONE), [2, 1]);
+    }
+
+    #[test]
+    fn a_probe_waits_for_a_steady_baseline() {
+        let mut balancer = Balancer::new(2);
+        // A load rising tick by tick (a benchmark's next test starting) is no baseline.
+        assert_eq!(
+            balancer.tick(Tick {
+                commands: 10_000,
+                reads: 10_000,
+                accepted: 0
+            }),
+            2
+        );
+        for commands in [14_000, 20_000, 28_000] {
+            let tick = Tick {
+                commands,
+                reads: commands,
+                accepted: 0,
+            };
+            assert_eq!(balancer.tick(tick), 2, "no probe yet");
+        }
+        let tick = Tick {
+            commands: 30_000,
+            reads: 30_000,
+            accepted: 0,
+        };
+        assert_eq!(balancer.tick(tick), 1, "a steady baseline: the probe");
+        assert!(is_steady(&[100, 125]) && !is_steady(&[100, 126]));
+    }
+
     #[test]
     fn a_count_each_probe_confirms_is_probed_less_often_until_clients_arrive() {
         let mut balancer = interactive_on_one_thread();
         // Each gap is the steady ticks before a probe and the tick that undoes it.
-        let gaps = probe_gaps(&mut balancer, 1_500);
+        let gaps = probe_gaps(&mut balancer, 1_500, INTERACTIVE_FASTER_ON_ONE);
         assert_eq!(gaps[..6], [20, 41, 81, 161, 321, 321]);
         // Clients arriving: the next probe within `PROBE_EVERY` ticks of the load being steady.
         let arriving = Tick {
             accepted: 3,
-            ..served(10_000, 10_000)
+            ..INTERACTIVE_FASTER_ON_ONE.tick(1)
         };
         balancer.tick(arriving);
-        assert_eq!(probe_gaps(&mut balancer, 100)[..2], [20, 41]);
+        let gaps = probe_gaps(&mut balancer, 100, INTERACTIVE_FASTER_ON_ONE);
+        assert!(gaps[0] <= PROBE_EVERY as usize && gaps[1] == 41, "{gaps:?}");
     }
 
     #[test]
@@ -636,22 +767,32 @@ mod tests {
         assert_eq!(Shape::of(4_000, reads, None), Shape::Pipelined);
         for last in [Shape::Interactive, Shape::Pipelined] {
             assert_eq!(Shape::of(3_000, reads, Some(last)), last);
+            assert_eq!(Shape::of(1_000, 0, Some(last)), last, "no read counted");
         }
         assert_eq!(Shape::of(3_000, reads, None), Shape::Interactive);
-        assert_eq!(
-            Shape::of(1_000, 0, None),
-            Shape::Pipelined,
-            "no read counted"
-        );
     }
 
     #[test]
-    fn a_single_network_thread_is_never_probed() {
+    fn a_single_network_thread_learns_the_shape_and_is_never_probed() {
         let mut balancer = Balancer::new(1);
-        assert!(run(&mut balancer, 30, 10_000, 10_000)
-            .iter()
-            .all(|&active| active == 1));
-        assert_eq!(balancer.learned, [Some(1), None]);
+        let ticks = run(&mut balancer, 30, PIPELINED_FASTER_ON_TWO);
+        assert!(ticks.iter().all(|&active| active == 1));
+        assert_eq!(balancer.learned, [None, Some(1)]);
+        assert_eq!(balancer.shape, Some(Shape::Pipelined));
+    }
+
+    #[test]
+    fn counts_are_scaled_to_a_nominal_tick() {
+        let tick = Tick {
+            commands: 1_200,
+            reads: 600,
+            accepted: 2,
+        };
+        let scaled = tick.per(Duration::from_millis(50), Duration::from_millis(60));
+        assert_eq!(
+            (scaled.commands, scaled.reads, scaled.accepted),
+            (1_000, 500, 2)
+        );
     }
 
     #[test]
