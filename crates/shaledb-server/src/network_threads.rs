@@ -459,6 +459,14 @@ impl Balancer {
                     self.active = previous;
                     return self.active;
                 }
+                tracing::debug!(
+                    previous,
+                    probe = self.active,
+                    before,
+                    served,
+                    kept = false,
+                    "network threads probed"
+                );
                 self.active = *previous;
                 self.decide(shape, false);
             }
