@@ -473,6 +473,34 @@ fn pipelines_of_many_clients_on_one_key_run_once_each_in_their_clients_order() {
     );
 }
 
+/// Runs `client` (given its number, its connection and a flag to stop at) on `count`
+/// connections to `server`, each on a thread of its own, until `done` holds or 30 s passed;
+/// what each client returned.
+fn run_clients_until<T: Send + 'static>(
+    server: &Server,
+    count: usize,
+    client: impl Fn(usize, Client, &AtomicBool) -> T + Send + Sync + 'static,
+    mut done: impl FnMut() -> bool,
+) -> Vec<T> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = Arc::new(client);
+    let threads: Vec<_> = (0..count)
+        .map(|number| {
+            let (connection, stop, client) = (server.connect(), stop.clone(), client.clone());
+            std::thread::spawn(move || client(number, connection, &stop))
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    threads
+        .into_iter()
+        .map(|thread| thread.join().unwrap())
+        .collect()
+}
+
 /// The balancer (`network_threads.rs`) tries another number of network threads every second
 /// under load, and connections move to their new thread between two pipelines: each client's
 /// replies still come in order, one per request, and every write lands once.
@@ -485,38 +513,25 @@ fn connections_keep_their_order_as_they_move_between_network_threads() {
     let mut observer = server.connect();
     let moves = |observer: &mut Client| info_stat(observer, "network_thread_moves");
     assert_eq!(moves(&mut observer), 0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let mut connection = server.connect();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let key = format!("list{client}");
-                let mut pushed = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    let elements: Vec<String> =
-                        (pushed..pushed + DEPTH).map(|n| n.to_string()).collect();
-                    let requests: Vec<Vec<&[u8]>> = elements
-                        .iter()
-                        .map(|element| vec![&b"RPUSH"[..], key.as_bytes(), element.as_bytes()])
-                        .collect();
-                    for reply in connection.pipeline(&requests) {
-                        pushed += 1;
-                        assert_eq!(reply, Value::Int(pushed as i64), "one reply per request");
-                    }
-                }
-                (key, pushed)
-            })
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while moves(&mut observer) < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    stop.store(true, Ordering::Relaxed);
+    let pushes = |client: usize, mut connection: Client, stop: &AtomicBool| {
+        let key = format!("list{client}");
+        let mut pushed = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let elements: Vec<String> = (pushed..pushed + DEPTH).map(|n| n.to_string()).collect();
+            let requests: Vec<Vec<&[u8]>> = elements
+                .iter()
+                .map(|element| vec![&b"RPUSH"[..], key.as_bytes(), element.as_bytes()])
+                .collect();
+            for reply in connection.pipeline(&requests) {
+                pushed += 1;
+                assert_eq!(reply, Value::Int(pushed as i64), "one reply per request");
+            }
+        }
+        (key, pushed)
+    };
+    let writers = run_clients_until(&server, CLIENTS, pushes, || moves(&mut observer) >= 2);
     let moved = moves(&mut observer);
-    for writer in writers {
-        let (key, pushed) = writer.join().unwrap();
+    for (key, pushed) in writers {
         let Value::Array(elements) = observer.call(&["LRANGE", &key, "0", "-1"]) else {
             panic!("LRANGE answers an array");
         };
@@ -550,31 +565,17 @@ fn info_names_the_shape_of_the_load_the_network_threads_follow() {
     };
     assert_eq!(load(&mut observer), "none", "no load yet");
     for (depth, shape) in [(50, "pipelined"), (1, "interactive"), (50, "pipelined")] {
-        let stop = Arc::new(AtomicBool::new(false));
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|client| {
-                let mut connection = server.connect();
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let key = format!("key{client}");
-                    let requests = vec![vec![&b"SET"[..], key.as_bytes(), b"value"]; depth];
-                    while !stop.load(Ordering::Relaxed) {
-                        assert!(connection
-                            .pipeline(&requests)
-                            .iter()
-                            .all(|reply| *reply == ok()));
-                    }
-                })
-            })
-            .collect();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while load(&mut observer) != shape && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        stop.store(true, Ordering::Relaxed);
-        for client in clients {
-            client.join().unwrap();
-        }
+        let sets = move |client: usize, mut connection: Client, stop: &AtomicBool| {
+            let key = format!("key{client}");
+            let requests = vec![vec![&b"SET"[..], key.as_bytes(), b"value"]; depth];
+            while !stop.load(Ordering::Relaxed) {
+                assert!(connection
+                    .pipeline(&requests)
+                    .iter()
+                    .all(|reply| *reply == ok()));
+            }
+        };
+        run_clients_until(&server, CLIENTS, sets, || load(&mut observer) == shape);
         assert_eq!(
             load(&mut observer),
             shape,

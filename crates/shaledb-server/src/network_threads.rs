@@ -442,11 +442,9 @@ impl Balancer {
                 before,
                 during,
             } => {
-                during.push(commands);
-                if during.len() < COMPARE_TICKS as usize {
+                let Some(served) = compared(during, commands) else {
                     return self.active;
-                }
-                let served: u64 = during.iter().sum();
+                };
                 if served as f64 >= *before as f64 * PROBE_GAIN_MIN {
                     let previous = *previous;
                     self.phase = Phase::Confirming {
@@ -477,18 +475,17 @@ impl Balancer {
                 served,
                 after,
             } => {
-                after.push(commands);
-                if after.len() < COMPARE_TICKS as usize {
+                let Some(after) = compared(after, commands) else {
                     return self.active;
-                }
-                let baseline = (*before + after.iter().sum::<u64>()) as f64 / 2.0;
+                };
+                let baseline = (*before + after) as f64 / 2.0;
                 let kept = *served as f64 >= baseline * PROBE_GAIN_MIN;
                 tracing::debug!(
                     previous,
                     probe,
                     before,
                     served,
-                    after = after.iter().sum::<u64>(),
+                    after,
                     kept,
                     "network threads probed"
                 );
@@ -523,6 +520,12 @@ impl Balancer {
             recent: Vec::new(),
         };
     }
+}
+
+/// Adds a tick's `commands` to `ticks`: their sum once there are `COMPARE_TICKS` of them.
+fn compared(ticks: &mut Vec<u64>, commands: u64) -> Option<u64> {
+    ticks.push(commands);
+    (ticks.len() >= COMPARE_TICKS as usize).then(|| ticks.iter().sum())
 }
 
 /// Whether the commands of `ticks` are within [`STEADY_SPREAD_MAX`] of each other.
