@@ -295,7 +295,7 @@ impl Shape {
 }
 
 /// What the balancer is doing between two ticks.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 enum Phase {
     /// Running at the count chosen: `until_probe` more ticks before the next probe, with the
     /// commands of the last ticks at this count (the next probe's baseline).

@@ -454,10 +454,7 @@ fn a_record_of_another_type_among_a_hashs_fields() {
     // HGETALL reads the key's records in one range (its type from the first): a set member
     // after the hash's fields is named, not skipped.
     let mut server = Server::new();
-    assert!(same(
-        &server.call(&["HSET", "h", "f", "v"]),
-        &Reply::Integer(1)
-    ));
+    one_field_hash(&mut server, "h");
     let record = record_key(b"h", tag::SET_MEMBER, b"m").unwrap();
     server.put(&record, b"");
     assert_all_damaged(
@@ -559,6 +556,14 @@ fn a_packed_hash_or_set_that_is_not_a_packing() {
         "a packed set member with a value",
         &record,
     );
+}
+
+/// Makes `key` a hash of one field, packed.
+fn one_field_hash(server: &mut Server, key: &str) {
+    assert!(same(
+        &server.call(&["HSET", key, "f", "v"]),
+        &Reply::Integer(1)
+    ));
 }
 
 /// A hash of ten 100-byte fields (YCSB's shape, 1 KiB packed) with field `f3` changed since,
@@ -724,10 +729,7 @@ fn a_member_record_beside_a_packed_hash() {
         if patched {
             patched_hash(&mut server, "h");
         } else {
-            assert!(same(
-                &server.call(&["HSET", "h", "f", "v"]),
-                &Reply::Integer(1)
-            ));
+            one_field_hash(&mut server, "h");
         }
         let record = record_key(b"h", tag::HASH_FIELD, b"g").unwrap();
         server.put(&record, b"w");
@@ -747,10 +749,7 @@ fn layout_3_and_4_databases_are_served_and_marked_layout_5() {
     // refuses it rather than meet one.
     for old_layout in [LAYOUT_3_VALUE, LAYOUT_4_VALUE] {
         let mut server = Server::new();
-        assert!(same(
-            &server.call(&["HSET", "h", "f", "v"]),
-            &Reply::Integer(1)
-        ));
+        one_field_hash(&mut server, "h");
         server.put(LAYOUT_KEY, old_layout.as_bytes());
         let (dir, reopened) = server.restart();
         let shared = reopened.unwrap_or_else(|_| panic!("a database of {old_layout} opens"));

@@ -243,13 +243,14 @@ impl Packed {
     pub fn decode_patched(
         record: &[u8],
         value: &Bytes,
-        patch: Option<(&[u8], &Bytes)>,
+        patch: Option<&(impl AsRef<[u8]>, Bytes)>,
         kind: KeyType,
     ) -> Result<(Packed, Option<Packed>)> {
         let stored = Packed::decode(record, value, kind)?;
         let Some((patch_record, patch)) = patch else {
             return Ok((stored, None));
         };
+        let patch_record = patch_record.as_ref();
         let patch = Patch::decode(patch_record, patch, kind)?;
         Ok((
             patch.apply(stored.clone(), patch_record, kind)?,

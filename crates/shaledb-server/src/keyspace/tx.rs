@@ -750,9 +750,7 @@ impl<'t, 's> View<'t, 's> {
             } else if Some(record_tag) == patch_tag(kind) {
                 patch = Some((record, value));
             } else if Some(record_tag) == packed_tag(kind) {
-                let patch = patch.take();
-                let patch = patch.as_ref().map(|(record, value)| (&record[..], value));
-                members = Packed::decode_patched(&record, &value, patch, kind)?
+                members = Packed::decode_patched(&record, &value, patch.take().as_ref(), kind)?
                     .0
                     .into_entries();
                 packed = true;
@@ -1651,8 +1649,7 @@ impl PackedRead {
                 patch,
             } => (record, value, patch),
         };
-        let patch = patch.as_ref().map(|(record, value)| (&record[..], value));
-        let (members, patched) = Packed::decode_patched(&record, &value, patch, kind)?;
+        let (members, patched) = Packed::decode_patched(&record, &value, patch.as_ref(), kind)?;
         Ok(Some(Members::Packed { members, patched }))
     }
 }
@@ -1822,15 +1819,14 @@ impl View<'_, '_> {
             }
         }
         // A patch travels folded into its packed record: no commit writes both (`store_packed`).
-        if let Some((patch_record, patch)) = patch {
+        if let Some(patch) = &patch {
             let packed_tag = packed_tag(kind).ok_or(super::Failure::WrongType)?;
             let packed = records
                 .iter_mut()
                 .find(|(suffix, _)| suffix[..] == [packed_tag])
-                .ok_or_else(|| patch_alone(&patch_record))?;
+                .ok_or_else(|| patch_alone(&patch.0))?;
             let record = packed_key(key, kind)?;
-            let patch = Some((&patch_record[..], &patch));
-            packed.1 = Packed::decode_patched(&record, &packed.1, patch, kind)?
+            packed.1 = Packed::decode_patched(&record, &packed.1, Some(patch), kind)?
                 .0
                 .encode();
         }
