@@ -11,11 +11,11 @@ use super::cleared::ClearedPrefixes;
 use super::packed::{packed_tag, patch_for, patch_tag, Packed, Packing};
 use super::records::{Base, Records};
 use super::strings::{StringValue, READ_ATTEMPTS};
+use super::Space;
 use super::{
     base, check_record_key_len, count_key, damaged, key_end, record_key, record_u64, tag, KeyType,
     Keyspace, Result, BLOBS, DATA, EXPIRY_QUEUE, KEY_COUNTS,
 };
-use super::{Space, SpaceNow};
 use bytes::Bytes;
 use shaledb::{SyncPoint, WriteBatch};
 use smallvec::SmallVec;
@@ -225,8 +225,8 @@ pub struct Tx<'s> {
     /// inside EXEC, so a writer sees one space throughout, and so does a reader racing it.
     /// Saves a load per record read. The first database used is kept apart: most commands use
     /// one, and need no table of all.
-    first_space: OnceCell<(usize, SpaceNow)>,
-    other_spaces: OnceCell<Box<[OnceCell<SpaceNow>]>>,
+    first_space: OnceCell<(usize, &'s Arc<Space>)>,
+    other_spaces: OnceCell<Box<[OnceCell<&'s Arc<Space>>]>>,
     /// The records put and deleted, after any clear below.
     writes: PendingWrites,
     /// (database, prefix) deleted, in order; shared with the cursors reading through this
