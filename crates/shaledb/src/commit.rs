@@ -143,8 +143,8 @@ impl Engine {
 
     /// Like `commit`, but returns before the durability wait: the caller syncs the point
     /// (`wait_synced`) before it acknowledges the write. Readers see the batch at once, as they
-    /// do during `commit`'s wait.
-    pub fn commit_unsynced(&self, ops: BatchOps) -> Result<SyncPoint> {
+    /// do during `commit`'s wait. Takes the operations out of `ops`.
+    pub fn commit_unsynced(&self, ops: &mut BatchOps) -> Result<SyncPoint> {
         self.commit_without_waiting(ops, &|_, _| Ok(()))
     }
 
@@ -168,17 +168,19 @@ impl Engine {
     /// validation writes nothing.
     pub fn commit_validated(
         &self,
-        ops: BatchOps,
+        mut ops: BatchOps,
         validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<()> {
-        let point = self.commit_without_waiting(ops, validate)?;
+        let point = self.commit_without_waiting(&mut ops, validate)?;
         self.wait_synced(point)
     }
 
-    /// `commit_validated` up to its durability wait: the point to wait for.
+    /// `commit_validated` up to its durability wait: the point to wait for. Takes the values
+    /// out of `ops` (into the value cache), borrowed: a batch of a few operations is a
+    /// few hundred bytes inline, copied at each move.
     fn commit_without_waiting(
         &self,
-        ops: BatchOps,
+        ops: &mut BatchOps,
         validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<SyncPoint> {
         self.check_open()?;
@@ -222,7 +224,10 @@ impl Engine {
         // every lock is released and the room made again. Waiting for I/O while holding an index
         // partition's write lock would stall every reader of it for the I/O's duration.
         let mut room_was_taken = false;
-        let (mut guards, commit_order, mut appender) = loop {
+        // Filled and emptied in place: moved, it was copied whole (locks and room for four).
+        let mut guards: Batched<PartitionGuard<'_>> = SmallVec::new();
+        let (commit_order, mut appender) = loop {
+            guards.clear();
             if room_was_taken {
                 head.make_room_now(total_bytes)?;
             } else {
@@ -230,7 +235,6 @@ impl Engine {
             }
             // Lock order: index partitions by (KVS id, partition), the commit order, then the
             // client head (I4).
-            let mut guards: Batched<PartitionGuard<'_>> = SmallVec::with_capacity(partitions.len());
             for &(kvs, part) in &partitions {
                 let index = kvs.index.parts()[part].write();
                 if kvs.is_dropped() {
@@ -241,7 +245,7 @@ impl Engine {
             let commit_order = self.commit_order.lock();
             let appender = head.lock();
             if appender.has_room(total_bytes) {
-                break (guards, commit_order, appender);
+                break (commit_order, appender);
             }
             room_was_taken = true;
         };
@@ -326,8 +330,7 @@ impl Engine {
         // batch's own vector a shared header (an allocation) and two reference-count changes.
         let user_bytes: usize = ops.iter().map(|op| op.key.len() + op.value.len()).sum();
         let cache = &self.store.cache;
-        for ((position, op), replaced_a_version) in
-            ops.into_iter().enumerate().zip(replaced_versions)
+        for ((position, op), replaced_a_version) in ops.drain(..).enumerate().zip(replaced_versions)
         {
             match op.kind {
                 // Read from the index alone (`Store::find_value`, `Store::get`). A value this
@@ -440,7 +443,8 @@ fn locked<'g>(guards: &'g mut [PartitionGuard<'_>], kvs_id: u32, part: usize) ->
 /// The index partitions `ops` write, in lock order (I4): a put's or delete's key's partition,
 /// those its prefix's keys may be in for a prefix delete.
 fn partitions_written(ops: &[BatchOp]) -> Batched<(&KvsState, usize)> {
-    let mut written: Batched<(&KvsState, usize)> = SmallVec::with_capacity(ops.len());
+    // Not `with_capacity`: it builds the inline array and copies it out.
+    let mut written: Batched<(&KvsState, usize)> = SmallVec::new();
     for op in ops {
         if op.kind == RecordKind::PrefixTombstone {
             let parts = op.kvs.index.partitions_of_prefix(&op.key);

@@ -284,7 +284,7 @@ impl Db {
     /// synced: the write is acknowledged as durable only once `wait_synced` has synced the point
     /// this returns. A server answers a pipeline's writes this way with one wait, off its
     /// network threads. Readers see the batch at once, as they do during `write`'s wait.
-    pub fn write_unsynced(&self, batch: WriteBatch) -> Result<SyncPoint> {
+    pub fn write_unsynced(&self, mut batch: WriteBatch) -> Result<SyncPoint> {
         if let Some(error) = batch.error {
             return Err(error);
         }
@@ -296,7 +296,7 @@ impl Db {
                 actual: batch.encoded_bytes,
             });
         }
-        self.engine.commit_unsynced(batch.ops)
+        self.engine.commit_unsynced(&mut batch.ops)
     }
 
     /// Waits until every write up to `point` is durable (nothing to wait for outside

@@ -200,11 +200,12 @@ impl PendingWrites {
         few.chain(many)
     }
 
-    /// Every write, in (database, record key) order.
-    fn into_records(self) -> impl Iterator<Item = (usize, Vec<u8>, Option<Bytes>)> {
+    /// Takes every write, in (database, record key) order. Drained in place: moved out whole,
+    /// the inline array was copied twice per commit.
+    fn drain(&mut self) -> impl Iterator<Item = (usize, Vec<u8>, Option<Bytes>)> + '_ {
         let (few, many) = match self {
-            PendingWrites::Few(writes) => (Some(writes), None),
-            PendingWrites::Many(writes) => (None, Some(writes)),
+            PendingWrites::Few(writes) => (Some(writes.drain(..)), None),
+            PendingWrites::Many(writes) => (None, Some(std::mem::take(writes))),
         };
         let many = many.into_iter().flat_map(|writes| {
             writes.into_iter().flat_map(|(db, records)| {
@@ -217,16 +218,37 @@ impl PendingWrites {
     }
 }
 
+/// The databases a transaction reads and writes, each with its space, resolved at its first
+/// use and kept for the transaction: a database changes space only under SWAPDB, which holds
+/// every stripe lock and never runs inside EXEC, so a writer sees one space throughout, and so
+/// does a reader racing it. Saves a load per record read. The first database used is kept
+/// apart: most commands use one, and need no table of all. Apart from the transaction's other
+/// fields, so its commit can drain its writes while it looks spaces up.
+struct TxSpaces<'s> {
+    keyspaces: &'s [Keyspace],
+    first: OnceCell<(usize, &'s Arc<Space>)>,
+    others: OnceCell<Box<[OnceCell<&'s Arc<Space>>]>>,
+}
+
+impl<'s> TxSpaces<'s> {
+    /// The space database `db` reads and writes in this transaction.
+    fn of(&self, db: usize) -> &'s Arc<Space> {
+        let &(first_db, first) = self
+            .first
+            .get_or_init(|| (db, self.keyspaces[db].space_for_now()));
+        if first_db == db {
+            return first;
+        }
+        let others = self
+            .others
+            .get_or_init(|| self.keyspaces.iter().map(|_| OnceCell::new()).collect());
+        others[db].get_or_init(|| self.keyspaces[db].space_for_now())
+    }
+}
+
 /// Writes buffered across the databases of one command or transaction.
 pub struct Tx<'s> {
-    spaces: &'s [Keyspace],
-    /// Each database's space, resolved at its first use and kept for the transaction: a
-    /// database changes space only under SWAPDB, which holds every stripe lock and never runs
-    /// inside EXEC, so a writer sees one space throughout, and so does a reader racing it.
-    /// Saves a load per record read. The first database used is kept apart: most commands use
-    /// one, and need no table of all.
-    first_space: OnceCell<(usize, &'s Arc<Space>)>,
-    other_spaces: OnceCell<Box<[OnceCell<&'s Arc<Space>>]>>,
+    spaces: TxSpaces<'s>,
     /// The records put and deleted, after any clear below.
     writes: PendingWrites,
     /// (database, prefix) deleted, in order; shared with the cursors reading through this
@@ -360,9 +382,11 @@ enum Undo {
 impl<'s> Tx<'s> {
     pub fn new(spaces: &'s [Keyspace]) -> Tx<'s> {
         Tx {
-            spaces,
-            first_space: OnceCell::new(),
-            other_spaces: OnceCell::new(),
+            spaces: TxSpaces {
+                keyspaces: spaces,
+                first: OnceCell::new(),
+                others: OnceCell::new(),
+            },
             writes: PendingWrites::default(),
             cleared: ClearedPrefixes::default(),
             flushed: BTreeSet::new(),
@@ -405,17 +429,8 @@ impl<'s> Tx<'s> {
     }
 
     /// The space database `db` reads and writes in this transaction.
-    fn space_of(&self, db: usize) -> &Arc<Space> {
-        let (first_db, first) = self
-            .first_space
-            .get_or_init(|| (db, self.spaces[db].space_for_now()));
-        if *first_db == db {
-            return first;
-        }
-        let others = self
-            .other_spaces
-            .get_or_init(|| self.spaces.iter().map(|_| OnceCell::new()).collect());
-        others[db].get_or_init(|| self.spaces[db].space_for_now())
+    fn space_of(&self, db: usize) -> &'s Arc<Space> {
+        self.spaces.of(db)
     }
 
     pub fn write_count(&self) -> usize {
@@ -426,7 +441,7 @@ impl<'s> Tx<'s> {
     /// keys written, for WATCH (none written while nothing was watched, see
     /// `noting_writes_while_watched`). Nothing is written if it fails.
     pub fn commit(self) -> Result<Vec<(usize, Bytes)>> {
-        let spaces = self.spaces;
+        let spaces = self.spaces.keyspaces;
         let (touched, point) = self.commit_unsynced()?;
         spaces[0].db.wait_synced(point)?;
         Ok(touched)
@@ -448,8 +463,8 @@ impl<'s> Tx<'s> {
         // The keys are moved into the batch. Each value is copied once: the value cache keeps
         // what the batch holds, and a value may be a slice of a client's whole read buffer
         // (a member or field taken from the request), which it would keep alive.
-        for (db, key, value) in std::mem::take(&mut self.writes).into_records() {
-            let kvs = &self.space_of(db).kvs;
+        for (db, key, value) in self.writes.drain() {
+            let kvs = &self.spaces.of(db).kvs;
             match value {
                 Some(value) => batch.put_owned(kvs, key, Bytes::copy_from_slice(&value)),
                 None => batch.delete_owned(kvs, key),
@@ -467,7 +482,7 @@ impl<'s> Tx<'s> {
             batch.put(&space.kvs, count_key(stripe), (count as u64).to_be_bytes());
             new_counts.push((db, stripe, count));
         }
-        let point = self.spaces[0].db.write_unsynced(batch)?;
+        let point = self.spaces.keyspaces[0].db.write_unsynced(batch)?;
         for db in &self.flushed {
             for count in &self.space_of(*db).counts {
                 count.store(0, Ordering::Relaxed);
