@@ -218,7 +218,7 @@ impl Engine {
             MediaClass::Capacity
         };
         let head = self.store.heads.at(class, HeadKind::Client);
-        let partitions = partitions_written(&ops);
+        let partitions = partitions_written(ops);
         // No I/O under the index locks: a flush or roll (pwrite, fdatasync) happens in
         // `make_room` before they are taken, and if other writers used the room up meanwhile,
         // every lock is released and the room made again. Waiting for I/O while holding an index
@@ -249,7 +249,7 @@ impl Engine {
             }
             room_was_taken = true;
         };
-        validate(&self.conflicts, &ops)?;
+        validate(&self.conflicts, ops)?;
         // Read before the open snapshots are: see `note_kept_versions`.
         let releases_before = self.snapshots.releases();
         let snapshot_max = self.snapshots.max();
