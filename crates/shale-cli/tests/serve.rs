@@ -1181,6 +1181,17 @@ fn a_layout_1_database_is_upgraded_and_expiry_counts_and_transactions_survive_re
     assert_eq!(client.call(&["SELECT", "1"]), ok());
     assert_eq!(client.call(&["GET", "plain"]), bulk("value"));
     assert_eq!(client.call(&["DBSIZE"]), Value::Int(5));
+    // SWAPDB changes, for WATCH, every watched key that exists in either database, as in Redis:
+    // one that exists here, then one that exists only in the other database.
+    let mut other = swapped.connect();
+    for _ in 0..2 {
+        assert_eq!(client.call(&["WATCH", "plain"]), ok());
+        assert_eq!(other.call(&["SWAPDB", "0", "1"]), ok());
+        assert_eq!(client.call(&["MULTI"]), ok());
+        assert_eq!(client.call(&["PING"]), Value::Status("QUEUED".into()));
+        assert_eq!(client.call(&["EXEC"]), Value::Nil);
+    }
+    assert_eq!(client.call(&["GET", "plain"]), bulk("value"));
     assert_eq!(client.call(&["FLUSHALL"]), ok());
     assert_eq!(client.call(&["DBSIZE"]), Value::Int(0));
 }

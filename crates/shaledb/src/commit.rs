@@ -143,7 +143,7 @@ impl Engine {
 
     /// Like `commit`, but returns before the durability wait: the caller syncs the point
     /// (`wait_synced`) before it acknowledges the write. Readers see the batch at once, as they
-    /// do during `commit`'s wait. Takes the operations out of `ops`.
+    /// do during `commit`'s wait. Takes the operations out of `ops` once they are applied.
     pub fn commit_unsynced(&self, ops: &mut BatchOps) -> Result<SyncPoint> {
         self.commit_without_waiting(ops, &|_, _| Ok(()))
     }
@@ -175,9 +175,10 @@ impl Engine {
         self.wait_synced(point)
     }
 
-    /// `commit_validated` up to its durability wait: the point to wait for. Takes the values
-    /// out of `ops` (into the value cache), borrowed: a batch of a few operations is a
-    /// few hundred bytes inline, copied at each move.
+    /// `commit_validated` up to its durability wait: the point to wait for. Borrows `ops` (a
+    /// batch of a few operations is a few hundred bytes inline, copied at each move) and, once
+    /// they are applied, takes their values out (into the value cache); a failure before the
+    /// append leaves them as they were.
     fn commit_without_waiting(
         &self,
         ops: &mut BatchOps,
@@ -226,6 +227,7 @@ impl Engine {
         let mut room_was_taken = false;
         // Filled and emptied in place: moved, it was copied whole (locks and room for four).
         let mut guards: Batched<PartitionGuard<'_>> = SmallVec::new();
+        guards.reserve(partitions.len());
         let (commit_order, mut appender) = loop {
             guards.clear();
             if room_was_taken {
@@ -443,8 +445,10 @@ fn locked<'g>(guards: &'g mut [PartitionGuard<'_>], kvs_id: u32, part: usize) ->
 /// The index partitions `ops` write, in lock order (I4): a put's or delete's key's partition,
 /// those its prefix's keys may be in for a prefix delete.
 fn partitions_written(ops: &[BatchOp]) -> Batched<(&KvsState, usize)> {
-    // Not `with_capacity`: it builds the inline array and copies it out.
+    // Not `with_capacity`, which builds the inline array and copies it out; room for a batch
+    // longer than the inline array is reserved once.
     let mut written: Batched<(&KvsState, usize)> = SmallVec::new();
+    written.reserve(ops.len());
     for op in ops {
         if op.kind == RecordKind::PrefixTombstone {
             let parts = op.kvs.index.partitions_of_prefix(&op.key);

@@ -437,6 +437,11 @@ impl<'s> Tx<'s> {
         self.writes.len() + self.cleared.len()
     }
 
+    /// The keys noted as changed so far, for WATCH (see `commit`), taken out.
+    pub fn take_touched(&mut self) -> Vec<(usize, Bytes)> {
+        std::mem::take(&mut self.touched)
+    }
+
     /// Commits every write as one engine batch, with the key counts they change; returns the
     /// keys written, for WATCH (none written while nothing was watched, see
     /// `noting_writes_while_watched`). Nothing is written if it fails.
