@@ -1132,10 +1132,7 @@ impl Shared {
         // writing them (SWAPDB's, which exchanges whole databases) are still told to their
         // watchers.
         if tx.write_count() == 0 {
-            let touched = tx.take_touched();
-            if !touched.is_empty() {
-                self.watches.touched(&touched);
-            }
+            self.watches.touched(&tx.take_touched());
             return Ok(());
         }
         let touched = match deferred {
