@@ -10,7 +10,7 @@
 //! (`Partial`), and a long string is written to the socket as its chunks are read.
 
 use crate::buffers::BufferCharge;
-use crate::clients::ClientSlot;
+use crate::clients::{ClientSlot, InputSignal};
 use crate::combiner::Finished;
 use crate::commands::{takes_streamed_value, PipelineRun, Request, Session, Shared, Waiter};
 use crate::config::Executor;
@@ -85,6 +85,7 @@ pub fn serve_client(
         charge: BufferCharge::new(shared.buffer_budget.clone()),
     };
     let connection = Connection {
+        input_signal: shared.input_waits.signal(),
         client,
         network,
         peer,
@@ -102,6 +103,8 @@ struct Connection {
     /// Its maxclients slot, held until it ends.
     _permit: ClientSlot,
     shutdown: watch::Receiver<bool>,
+    /// Wakes it while it waits for input (a new idle timeout, the server's drain).
+    input_signal: InputSignal,
 }
 
 /// Serves `connection` on the thread of `placement` until it ends or moves on.
@@ -116,6 +119,7 @@ fn run_connection(
             .serve(
                 &mut stream,
                 &mut connection.shutdown,
+                &connection.input_signal,
                 &connection.network,
                 placement,
             )
@@ -221,6 +225,7 @@ impl Client {
         &mut self,
         stream: &mut TcpStream,
         shutdown: &mut watch::Receiver<bool>,
+        input_signal: &InputSignal,
         network: &NetworkThreads,
         placement: Placement,
     ) -> Close {
@@ -296,20 +301,52 @@ impl Client {
             if let Err(close) = self.make_room() {
                 return close;
             }
-            let read = self
-                .shared
-                .idle_timeout
-                .run(stream.read_buf(&mut self.input));
+            if let Err(close) = self.read_input(stream, shutdown, input_signal).await {
+                return close;
+            }
+        }
+    }
+
+    /// Reads more input, or ends the connection: the client left, stayed silent for the idle
+    /// timeout (counted from the call, or from a change of the timeout that found the client
+    /// waiting with none), or the server drains. Without a timeout no clock is read or timer
+    /// armed, and nothing is registered per read but with the connection's own signal.
+    async fn read_input(
+        &mut self,
+        stream: &mut TcpStream,
+        shutdown: &watch::Receiver<bool>,
+        input_signal: &InputSignal,
+    ) -> Result<(), Close> {
+        let mut waiting_since: Option<tokio::time::Instant> = None;
+        loop {
+            let seconds = self.shared.idle_timeout.seconds();
+            let deadline = (seconds > 0).then(|| {
+                let since = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
+                since.checked_add(Duration::from_secs(seconds))
+            });
+            let idle = async {
+                match deadline.flatten() {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                read = read => match read {
-                    Ok(Ok(0)) | Ok(Err(_)) => return Close::Gone,
-                    Ok(Ok(_)) => {}
-                    Err(()) => {
-                        tracing::info!(client = self.id(), "closing idle client");
-                        return Close::Done;
+                biased;
+                read = stream.read_buf(&mut self.input) => {
+                    return match read {
+                        Ok(0) | Err(_) => Err(Close::Gone),
+                        Ok(_) => Ok(()),
+                    };
+                }
+                () = idle => {
+                    tracing::info!(client = self.id(), "closing idle client");
+                    return Err(Close::Done);
+                }
+                () = input_signal.woken() => {
+                    if *shutdown.borrow() {
+                        return Err(Close::Done);
                     }
-                },
-                _ = shutdown.changed() => return Close::Done,
+                }
             }
         }
     }

@@ -209,6 +209,7 @@ async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
     drop(listener);
     tracing::info!(signal = signal_name, "draining");
     let _ = shutdown_sender.send(true);
+    shared.input_waits.wake_all();
     let memcached_left = async {
         if let Some(slots) = &memcached_slots {
             slots.all_left().await;

@@ -21,7 +21,7 @@ mod transactions;
 mod zsets;
 
 use crate::buffers::BufferBudget;
-use crate::clients::{ClientSlots, IdleTimeout};
+use crate::clients::{ClientSlots, IdleTimeout, InputWaits};
 use crate::combiner::Combiner;
 use crate::config::Config;
 use crate::keyspace::{
@@ -512,6 +512,8 @@ pub struct Shared {
     pub network: Arc<Balance>,
     /// The idle timeout in force now (CONFIG SET timeout).
     pub idle_timeout: IdleTimeout,
+    /// Wakes the clients waiting for input when the idle timeout changes or the server drains.
+    pub input_waits: Arc<InputWaits>,
     /// The longest argument and string (`max_bulk_bytes`, Redis's proto-max-bulk-len), as
     /// CONFIG SET last made it.
     max_bulk_bytes: AtomicUsize,
@@ -848,6 +850,7 @@ impl Shared {
             client_slots: ClientSlots::new(config.maxclients),
             network,
             idle_timeout: IdleTimeout::new(config.idle_timeout),
+            input_waits: Arc::default(),
             max_bulk_bytes: AtomicUsize::new(config.max_bulk_bytes),
             config,
             stripes: (0..STRIPES).map(|_| StripeLock::default()).collect(),

@@ -217,7 +217,10 @@ impl LiveSetting {
 
     fn apply(self, shared: &Shared, value: u64) {
         match self {
-            LiveSetting::Timeout => shared.idle_timeout.set_seconds(value),
+            LiveSetting::Timeout => {
+                shared.idle_timeout.set_seconds(value);
+                shared.input_waits.wake_all();
+            }
             LiveSetting::Maxclients => shared.client_slots.set_limit(value as usize),
             LiveSetting::ProtoMaxBulkLen => shared.max_bulk_bytes.store(
                 usize::try_from(value).unwrap_or(usize::MAX),
