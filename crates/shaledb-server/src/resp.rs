@@ -566,6 +566,18 @@ impl Output {
         self.parts.push_back(part);
     }
 
+    /// Everything encoded so far, when it is all short replies copied into one buffer.
+    pub fn only_replies(&self) -> Option<&[u8]> {
+        self.parts.is_empty().then_some(&self.tail[..])
+    }
+
+    /// Forgets everything encoded, keeping the buffer's room.
+    pub fn clear(&mut self) {
+        self.parts.clear();
+        self.tail.clear();
+        self.len = 0;
+    }
+
     /// Takes every encoded part, in order, leaving this empty.
     pub fn take(&mut self) -> VecDeque<Part> {
         if !self.tail.is_empty() {
