@@ -650,8 +650,12 @@ impl Client {
         };
         let (output, synced) = match executor {
             Executor::Inline => {
+                // With one network thread there is no other thread to hand a hot key's
+                // pipelines to: the stripe's queue would only be entered and left (two locks of
+                // a cold line per request, a twentieth of a pipeline-1 SET's user time).
                 let stripe = pending
                     .front()
+                    .filter(|_| !shared.network.is_single())
                     .and_then(|request| shared.combining_stripe(request));
                 let (output, point) = match stripe {
                     None => execute_slice(shared, &mut session, pending),

@@ -98,6 +98,12 @@ impl Balance {
         }
     }
 
+    /// Whether one network thread serves every connection now (those still elsewhere move to
+    /// it at their next read).
+    pub fn is_single(&self) -> bool {
+        self.active.load(Ordering::Relaxed) <= 1
+    }
+
     /// The thread connection `number` belongs on now.
     fn home(&self, number: usize) -> usize {
         number % self.active.load(Ordering::Relaxed).clamp(1, self.count)
