@@ -673,6 +673,21 @@ fn config_set_timeout_applies_to_the_running_server() {
         admin.call(&["CONFIG", "GET", "timeout"]),
         config_value("timeout", "0")
     );
+
+    // Silent for 3 s under no timeout, then a timeout of 2 s: it is past it already (Redis counts
+    // from the client's last request), so it is closed at once, not 2 s after the change.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(admin.call(&["CONFIG", "SET", "timeout", "2"]), ok());
+    let set_at = Instant::now();
+    assert!(closed_within(
+        quiet.reader.get_mut(),
+        Duration::from_secs(10)
+    ));
+    assert!(
+        set_at.elapsed() < Duration::from_millis(1500),
+        "a client silent for longer than the new timeout waited {:?} more",
+        set_at.elapsed()
+    );
 }
 
 /// What the test of KEYS saw, in the order it saw it.

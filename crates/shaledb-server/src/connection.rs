@@ -308,21 +308,24 @@ impl Client {
     }
 
     /// Reads more input, or ends the connection: the client left, stayed silent for the idle
-    /// timeout (counted from the call, or from a change of the timeout that found the client
-    /// waiting with none), or the server drains. Without a timeout no clock is read or timer
-    /// armed, and nothing is registered per read but with the connection's own signal.
+    /// timeout (counted from the call, also when the timeout was set while it waited, as Redis
+    /// counts from the client's last request), or the server drains. The wait's start is read
+    /// from the commands' TSC clock; without a timeout no timer is armed, and nothing is
+    /// registered per read but with the connection's own signal.
     async fn read_input(
         &mut self,
         stream: &mut TcpStream,
         shutdown: &watch::Receiver<bool>,
         input_signal: &InputSignal,
     ) -> Result<(), Close> {
-        let mut waiting_since: Option<tokio::time::Instant> = None;
+        let waiting_since = quanta::Instant::now();
         loop {
             let seconds = self.shared.idle_timeout.seconds();
             let deadline = (seconds > 0).then(|| {
-                let since = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
-                since.checked_add(Duration::from_secs(seconds))
+                let now = tokio::time::Instant::now();
+                now.checked_sub(waiting_since.elapsed())
+                    .unwrap_or(now)
+                    .checked_add(Duration::from_secs(seconds))
             });
             let idle = async {
                 match deadline.flatten() {

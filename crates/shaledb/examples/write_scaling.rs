@@ -31,6 +31,11 @@ fn main() -> shaledb::Result<()> {
         std::process::exit(2);
     };
     let threads: usize = threads;
+    if threads == 0 {
+        eprintln!("THREADS is at least 1");
+        std::process::exit(2);
+    }
+    let per_thread = PUTS / threads as u64;
     let mode = args.next().unwrap_or_else(|| "shared".into());
     let (kvdbs, kvs_per_kvdb) = match mode.as_str() {
         "shared" => (1, 1),
@@ -69,7 +74,7 @@ fn main() -> shaledb::Result<()> {
                 // xorshift64: the keys in an order no two threads share.
                 let mut state = 0x9e37_79b9_7f4a_7c15 ^ (thread as u64 + 1);
                 let start = thread_cpu_nanos();
-                for _ in 0..PUTS / threads as u64 {
+                for _ in 0..per_thread {
                     state ^= state << 13;
                     state ^= state >> 7;
                     state ^= state << 17;
@@ -88,7 +93,7 @@ fn main() -> shaledb::Result<()> {
     }
     println!(
         "{threads} threads, {mode}: {:.0} ns of CPU per put",
-        cpu_nanos as f64 / PUTS as f64
+        cpu_nanos as f64 / (per_thread * threads as u64) as f64
     );
     Ok(())
 }
