@@ -89,8 +89,9 @@ impl Drop for ClientSlot {
     }
 }
 
-/// How long a client may stay silent before it is closed; `None`: forever. A change wakes the
-/// clients waiting for input ([`InputWaits::wake_all`]), which apply it at once.
+/// How long a client may stay silent before it is closed; `None`: forever. Whoever changes it
+/// (CONFIG SET timeout) then wakes the clients waiting for input ([`InputWaits::wake_all`]), so
+/// they apply it at once: setting it alone reaches only the next wait.
 pub struct IdleTimeout {
     seconds: AtomicU64,
 }
