@@ -4,7 +4,7 @@
 //! every [`TICK`] the balancer counts the commands served and the reads they came in, whose
 //! ratio is the load's [`Shape`] (pipelined or interactive). Each shape learns its own count by
 //! probes (one thread more or fewer for a while, kept if it served at least
-//! [`PROBE_GAIN_MIN`] times as many) and gets it back as soon as the load takes that shape again
+//! [`PROBE_GAIN_MIN`] times as many, or [`PROBE_FEWER_KEPT_FROM`] times for one fewer) and gets it back as soon as the load takes that shape again
 //! ([`Balancer`]). A Redis connection whose thread is no longer its place moves between two
 //! pipelines (`connection.rs`); memcached's connections stay where they were placed.
 //!
@@ -42,8 +42,16 @@ const COMPARE_TICKS: u32 = 2;
 /// a longer tail, and a probe a second spent a tenth of a steady load's time so.
 const PROBE_EVERY: u32 = 20;
 const PROBE_EVERY_MAX: u32 = 320;
-/// A probe is kept when it served at least this many times the commands of the ticks before.
+/// A probe of one thread more is kept when it served at least this many times the commands of
+/// the ticks before.
 const PROBE_GAIN_MIN: f64 = 1.05;
+/// A probe of one thread fewer is kept when it served at least this many times the commands of
+/// the ticks before: fewer threads serving about as much is a gain of its own, since every
+/// thread fewer is fewer sleeps and wakes per request, and so a shorter tail and more CPU left to
+/// the clients beside the server. Measured (docs/SERVER.md, "Where commands run"): GET at
+/// pipeline 1 served 0.98 times as much on one thread as on two, so it stayed on two threads,
+/// and SET, of the same shape, then ran there at 0.73 times what one thread serves.
+const PROBE_FEWER_KEPT_FROM: f64 = 0.97;
 /// A probe's baseline is ticks whose commands are within this factor of each other.
 const STEADY_SPREAD_MAX: f64 = 1.25;
 /// Fewer commands per tick than this is no load to compare or shape under.
@@ -330,8 +338,8 @@ enum Phase {
 /// or a batch job beside interactive clients), a shape not seen yet starts on every thread and
 /// is probed as soon as its load is steady; then every `PROBE_EVERY` ticks or more a probe
 /// tries one thread more or fewer for `COMPARE_TICKS` ticks, and keeps that count only if it
-/// served at least `PROBE_GAIN_MIN` times the mean of the ticks before and after it (at the
-/// count it probed from). Until 2026-11-28 the balancer probed only once a second whatever the
+/// served at least `PROBE_GAIN_MIN` times (one thread more) or `PROBE_FEWER_KEPT_FROM` times (one
+/// fewer) the mean of the ticks before and after it (at the count it probed from). Until 2026-11-28 the balancer probed only once a second whatever the
 /// load did, so a load that changed shape ran up to a second on the count of the load before
 /// (measured in docs/SERVER.md, "Where commands run").
 #[derive(Debug)]
@@ -451,7 +459,7 @@ impl Balancer {
                 let Some(served) = compared(during, commands) else {
                     return self.active;
                 };
-                if served as f64 >= *before as f64 * PROBE_GAIN_MIN {
+                if served as f64 >= *before as f64 * kept_from(*previous, self.active) {
                     let previous = *previous;
                     self.phase = Phase::Confirming {
                         previous,
@@ -485,7 +493,7 @@ impl Balancer {
                     return self.active;
                 };
                 let baseline = (*before + after) as f64 / 2.0;
-                let kept = *served as f64 >= baseline * PROBE_GAIN_MIN;
+                let kept = *served as f64 >= baseline * kept_from(*previous, *probe);
                 tracing::debug!(
                     previous,
                     probe,
@@ -525,6 +533,16 @@ impl Balancer {
             until_probe,
             recent: Vec::new(),
         };
+    }
+}
+
+/// How many times the commands served at `previous` threads a probe at `probe` must serve to be
+/// kept: more to grow than to shrink.
+fn kept_from(previous: usize, probe: usize) -> f64 {
+    if probe < previous {
+        PROBE_FEWER_KEPT_FROM
+    } else {
+        PROBE_GAIN_MIN
     }
 }
 
@@ -681,15 +699,40 @@ mod tests {
     }
 
     #[test]
+    fn one_thread_fewer_serving_about_as_much_is_kept_and_one_more_must_serve_more() {
+        let about_as_much = Load {
+            at_one: 9_800,
+            at_two: 10_000,
+            shape: Shape::Interactive,
+        };
+        let mut balancer = Balancer::new(2);
+        assert_eq!(run(&mut balancer, 7, about_as_much), [2, 2, 1, 1, 2, 2, 1]);
+        assert_eq!(balancer.learned, [Some(1), None]);
+        // Two threads serve 2% more, under the 5% a thread more must bring.
+        let gaps = probe_gaps(&mut balancer, 200, about_as_much);
+        assert!(gaps.len() > 2, "{gaps:?}");
+        assert_eq!(balancer.learned, [Some(1), None]);
+
+        let less = Load {
+            at_one: 9_500,
+            ..about_as_much
+        };
+        let mut balancer = Balancer::new(2);
+        assert_eq!(run(&mut balancer, 7, less), [2, 2, 1, 1, 2, 2, 2]);
+        assert_eq!(balancer.learned, [Some(2), None]);
+    }
+
+    #[test]
     fn a_load_rising_over_a_probe_is_not_credited_to_it() {
         let mut balancer = Balancer::new(2);
-        // 8% more per tick whatever the count: the probe's ticks beat the ones before it, not
-        // the mean of those before and after.
+        // 8% more per tick, and one thread serving 8% less than two: the probe's ticks beat
+        // the ones before it, not the mean of those before and after.
         let mut commands = 100_000.0;
         let ticks: Vec<usize> = (0..7)
             .map(|_| {
                 commands *= 1.08;
-                let commands = commands as u64;
+                let at_one = if balancer.active == 1 { 0.92 } else { 1.0 };
+                let commands = (commands * at_one) as u64;
                 balancer.tick(Tick {
                     commands,
                     reads: commands / 16,
