@@ -595,7 +595,7 @@ impl<'s> Ctx<'_, 's> {
             .position(|(at, _)| *at == index)
         {
             Some(position) => StringInput::Staged(self.session.streamed.swap_remove(position).1),
-            None => StringInput::Shared(&args[index]),
+            None => StringInput::Bytes(&args[index]),
         }
     }
 }

@@ -132,7 +132,7 @@ impl View<'_, '_> {
                     tail - 1
                 }
             };
-            self.put_record(item_key(key, position)?, value.clone());
+            self.put_record(item_key(key, position)?, value);
         }
         self.write_list_bounds(key, head, tail)?;
         if !existed {
@@ -225,7 +225,7 @@ impl View<'_, '_> {
         let Some(position) = position_of(head, tail, index) else {
             return Err(Failure::Invalid("ERR index out of range".into()));
         };
-        self.put_record(item_key(key, position)?, Bytes::copy_from_slice(value));
+        self.put_record(item_key(key, position)?, value);
         self.touch(key);
         Ok(())
     }
@@ -269,7 +269,7 @@ impl View<'_, '_> {
             return Ok(());
         }
         for (position, element) in elements.iter().enumerate() {
-            self.put_record(item_key(key, position as i64)?, element.clone());
+            self.put_record(item_key(key, position as i64)?, element);
         }
         self.write_list_bounds(key, 0, elements.len() as i64)?;
         if !existed {

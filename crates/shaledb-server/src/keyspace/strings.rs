@@ -48,11 +48,10 @@ impl StringValue {
     }
 }
 
-/// What a write makes a string hold: bytes at hand, shared bytes (a request's argument, kept
-/// without a copy until the commit copies it into its batch), or a blob its client sent.
+/// What a write makes a string hold: bytes at hand (a request's argument among them, copied
+/// once, by `View::put_record`), or a blob its client sent.
 pub enum StringInput<'a> {
     Bytes(&'a [u8]),
-    Shared(&'a Bytes),
     Staged(StagedBlob),
 }
 
@@ -64,7 +63,7 @@ impl<'a> From<&'a [u8]> for StringInput<'a> {
 
 impl<'a> From<&'a Bytes> for StringInput<'a> {
     fn from(data: &'a Bytes) -> Self {
-        StringInput::Shared(data)
+        StringInput::Bytes(data)
     }
 }
 
@@ -190,13 +189,9 @@ impl View<'_, '_> {
             self.write_expiry(key, None, new_expiry)?;
         }
         // A short string lives in its record (the bytes to put), a long one in a blob.
-        let stored: std::result::Result<Bytes, StagedBlob> = match data.into() {
-            StringInput::Bytes(data) if data.len() <= CHUNK_BYTES => {
-                Ok(Bytes::copy_from_slice(data))
-            }
-            StringInput::Shared(data) if data.len() <= CHUNK_BYTES => Ok(data.clone()),
+        let stored = match data.into() {
+            StringInput::Bytes(data) if data.len() <= CHUNK_BYTES => Ok(data),
             StringInput::Bytes(data) => Err(stage_bytes(&self.space(), data)?),
-            StringInput::Shared(data) => Err(stage_bytes(&self.space(), data)?),
             StringInput::Staged(blob) => Err(blob),
         };
         match stored {

@@ -465,13 +465,12 @@ impl<'s> Tx<'s> {
         for (db, prefix) in self.cleared.iter() {
             batch.prefix_delete(&self.space_of(*db).kvs, prefix);
         }
-        // The keys are moved into the batch. Each value is copied once: the value cache keeps
-        // what the batch holds, and a value may be a slice of a client's whole read buffer
-        // (a member or field taken from the request), which it would keep alive.
+        // The keys and values are moved into the batch (each value a copy of its own, made by
+        // `View::put_record`).
         for (db, key, value) in self.writes.drain() {
             let kvs = &self.spaces.of(db).kvs;
             match value {
-                Some(value) => batch.put_owned(kvs, key, Bytes::copy_from_slice(&value)),
+                Some(value) => batch.put_owned(kvs, key, value),
                 None => batch.delete_owned(kvs, key),
             }
         }
@@ -1058,7 +1057,7 @@ impl<'t, 's> View<'t, 's> {
             } else if only_new {
                 continue;
             }
-            self.put_record(record, value.clone());
+            self.put_record(record, value);
         }
         Ok(added)
     }
@@ -1203,8 +1202,12 @@ impl<'t, 's> View<'t, 's> {
         Ok(true)
     }
 
-    pub(super) fn put_record(&mut self, record: Vec<u8>, value: impl Into<Bytes>) {
-        self.tx.write((self.db, record), Some(value.into()));
+    /// Puts `value` at `record`, copied: a value may be a slice of a client's whole read
+    /// buffer (a member or field taken from the request), which the value cache would keep
+    /// alive, and a copy here lets the commit move it into its batch.
+    pub(super) fn put_record(&mut self, record: Vec<u8>, value: impl AsRef<[u8]>) {
+        let value = Bytes::copy_from_slice(value.as_ref());
+        self.tx.write((self.db, record), Some(value));
     }
 
     pub(super) fn delete_record(&mut self, record: &[u8]) {
@@ -1453,8 +1456,8 @@ impl<'t, 's> View<'t, 's> {
                 if old.is_none() {
                     self.space_ref().expiring.raise(key);
                 }
-                self.put_record(record, Bytes::copy_from_slice(&at.to_be_bytes()));
-                self.put_record(queue_key(at, key), Bytes::new());
+                self.put_record(record, at.to_be_bytes());
+                self.put_record(queue_key(at, key), []);
             }
             None => {
                 self.delete_record(&record);
@@ -1526,7 +1529,7 @@ impl<'t, 's> View<'t, 's> {
             record_key(key, tag::CHUNKED_STRING, &[])?,
             blobs::encode_header(blob.len(), blob.id()),
         );
-        self.put_record(blobs::blob_prefix(blob.id()), Bytes::new());
+        self.put_record(blobs::blob_prefix(blob.id()), []);
         self.tx.staged.push(blob);
         Ok(())
     }
@@ -1873,7 +1876,7 @@ impl View<'_, '_> {
             if record.len() > shaledb::limits::KEY_BYTES_MAX {
                 return Err(super::Failure::TooLarge);
             }
-            self.put_record(record, value.clone());
+            self.put_record(record, value);
         }
         self.created(key);
         self.write_expiry(key, None, records.expires_at)?;

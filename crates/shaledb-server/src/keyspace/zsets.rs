@@ -144,9 +144,9 @@ impl View<'_, '_> {
         }
         self.put_record(
             record_key(key, tag::ZSET_MEMBER, member)?,
-            Bytes::copy_from_slice(&score.to_bits().to_be_bytes()),
+            score.to_bits().to_be_bytes(),
         );
-        self.put_record(rank_key(key, score, member)?, Bytes::new());
+        self.put_record(rank_key(key, score, member)?, []);
         self.touch(key);
         Ok(())
     }
