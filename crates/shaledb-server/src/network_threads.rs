@@ -4,8 +4,9 @@
 //! every [`TICK`] the balancer counts the commands served and the reads they came in, whose
 //! ratio is the load's [`Shape`] (pipelined or interactive). Each shape learns its own count by
 //! probes (one thread more or fewer for a while, kept if it served at least
-//! [`PROBE_GAIN_MIN`] times as many, or [`PROBE_FEWER_KEPT_FROM`] times for one fewer) and gets it back as soon as the load takes that shape again
-//! ([`Balancer`]). A Redis connection whose thread is no longer its place moves between two
+//! [`PROBE_GAIN_MIN`] times as many, or [`PROBE_TO_ONE_KEPT_FROM`] times for one thread instead
+//! of two) and gets it back as soon as the load takes that shape again ([`Balancer`]). A load
+//! that moves by more than [`STEADY_SPREAD_MAX`] is probed again a second later. A Redis connection whose thread is no longer its place moves between two
 //! pipelines (`connection.rs`); memcached's connections stay where they were placed.
 //!
 //! Why not a fixed count: on cores shared with the clients (two cores, redis-benchmark or YCSB
@@ -45,13 +46,15 @@ const PROBE_EVERY_MAX: u32 = 320;
 /// A probe of one thread more is kept when it served at least this many times the commands of
 /// the ticks before.
 const PROBE_GAIN_MIN: f64 = 1.05;
-/// A probe of one thread fewer is kept when it served at least this many times the commands of
-/// the ticks before: fewer threads serving about as much is a gain of its own, since every
-/// thread fewer is fewer sleeps and wakes per request, and so a shorter tail and more CPU left to
-/// the clients beside the server. Measured (docs/SERVER.md, "Where commands run"): GET at
-/// pipeline 1 served 0.98 times as much on one thread as on two, so it stayed on two threads,
-/// and SET, of the same shape, then ran there at 0.73 times what one thread serves.
-const PROBE_FEWER_KEPT_FROM: f64 = 0.97;
+/// A probe of one thread instead of two is kept when it served at least this many times the
+/// commands of the ticks before: one thread serving about as much is a gain of its own, with no
+/// request woken across threads, so a shorter tail and more CPU left to the clients beside the
+/// server. Measured (docs/SERVER.md, "Where commands run"): GET at pipeline 1 served 0.98 times
+/// as much on one thread as on two, so it stayed on two threads, and SET, of the same shape, then
+/// ran there at 0.73 times what one thread serves. Only for this step: from more threads a tie
+/// would walk a load that scales weakly down the counts a few percent at a time, and a load
+/// below what one thread serves (a tie at every count) onto one thread of many.
+const PROBE_TO_ONE_KEPT_FROM: f64 = 0.97;
 /// A probe's baseline is ticks whose commands are within this factor of each other.
 const STEADY_SPREAD_MAX: f64 = 1.25;
 /// Fewer commands per tick than this is no load to compare or shape under.
@@ -312,8 +315,13 @@ impl Shape {
 #[derive(Debug)]
 enum Phase {
     /// Running at the count chosen: `until_probe` more ticks before the next probe, with the
-    /// commands of the last ticks at this count (the next probe's baseline).
-    Steady { until_probe: u32, recent: Vec<u64> },
+    /// commands of the last ticks at this count (the next probe's baseline) and of the first
+    /// (`level`: the load the count serves, to see it move).
+    Steady {
+        until_probe: u32,
+        recent: Vec<u64>,
+        level: Option<u64>,
+    },
     /// Counting what the probe's count serves, against `before` served by `previous` threads.
     Probing {
         previous: usize,
@@ -338,9 +346,11 @@ enum Phase {
 /// or a batch job beside interactive clients), a shape not seen yet starts on every thread and
 /// is probed as soon as its load is steady; then every `PROBE_EVERY` ticks or more a probe
 /// tries one thread more or fewer for `COMPARE_TICKS` ticks, and keeps that count only if it
-/// served at least `PROBE_GAIN_MIN` times (one thread more) or `PROBE_FEWER_KEPT_FROM` times (one
-/// fewer) the mean of the ticks before and after it (at the count it probed from). Until 2026-11-28 the balancer probed only once a second whatever the
-/// load did, so a load that changed shape ran up to a second on the count of the load before
+/// served at least `PROBE_GAIN_MIN` times (`PROBE_TO_ONE_KEPT_FROM` times for one thread instead
+/// of two) the mean of the ticks before and after it (at the count it probed from). A load that
+/// moved by more than `STEADY_SPREAD_MAX` since its count was chosen is probed again a second
+/// later (a surge of connections already open looks like no client arriving). Until
+/// 2026-11-28 the balancer probed only once a second whatever the load did, so a load that changed shape ran up to a second on the count of the load before
 /// (measured in docs/SERVER.md, "Where commands run").
 #[derive(Debug)]
 struct Balancer {
@@ -367,6 +377,7 @@ impl Balancer {
             phase: Phase::Steady {
                 until_probe: 0,
                 recent: Vec::new(),
+                level: None,
             },
             grow_next: false,
         }
@@ -409,6 +420,7 @@ impl Balancer {
                 Phase::Steady {
                     until_probe,
                     recent,
+                    ..
                 } => {
                     recent.clear();
                     if arriving {
@@ -422,7 +434,20 @@ impl Balancer {
             Phase::Steady {
                 until_probe,
                 recent,
+                level,
             } => {
+                // A load that moved by more than a baseline's spread since this count was
+                // chosen (connections already open sending more, or less) is a new load, probed
+                // again a second later, however long this count was confirmed.
+                match *level {
+                    Some(at) if !is_steady(&[at, commands]) => {
+                        *level = Some(commands);
+                        self.probe_every[shape as usize] = PROBE_EVERY;
+                        *until_probe = (*until_probe).min(PROBE_EVERY);
+                    }
+                    Some(_) => {}
+                    None => *level = Some(commands),
+                }
                 recent.push(commands);
                 if recent.len() > COMPARE_TICKS as usize {
                     recent.remove(0);
@@ -532,6 +557,7 @@ impl Balancer {
         self.phase = Phase::Steady {
             until_probe,
             recent: Vec::new(),
+            level: None,
         };
     }
 }
@@ -539,8 +565,8 @@ impl Balancer {
 /// How many times the commands served at `previous` threads a probe at `probe` must serve to be
 /// kept: more to grow than to shrink.
 fn kept_from(previous: usize, probe: usize) -> f64 {
-    if probe < previous {
-        PROBE_FEWER_KEPT_FROM
+    if probe == 1 && previous == 2 {
+        PROBE_TO_ONE_KEPT_FROM
     } else {
         PROBE_GAIN_MIN
     }
@@ -817,6 +843,48 @@ mod tests {
         balancer.tick(arriving);
         let gaps = probe_gaps(&mut balancer, 100, INTERACTIVE_FASTER_ON_ONE);
         assert!(gaps[0] <= PROBE_EVERY as usize && gaps[1] == 41, "{gaps:?}");
+    }
+
+    #[test]
+    fn a_load_that_moves_is_probed_again_a_second_later() {
+        let mut balancer = interactive_on_one_thread();
+        let gaps = probe_gaps(&mut balancer, 1_500, INTERACTIVE_FASTER_ON_ONE);
+        assert_eq!(gaps[..5], [20, 41, 81, 161, 321]);
+        // The same clients sending half again as much (a surge on connections already open):
+        // probed within a second, not after the 16 s the count had earned.
+        let surge = Load {
+            at_one: INTERACTIVE_FASTER_ON_ONE.at_one * 3 / 2,
+            at_two: INTERACTIVE_FASTER_ON_ONE.at_two * 3 / 2,
+            ..INTERACTIVE_FASTER_ON_ONE
+        };
+        let gaps = probe_gaps(&mut balancer, 100, surge);
+        assert!(gaps[0] <= PROBE_EVERY as usize + 1, "{gaps:?}");
+        // A load moving by less than a baseline's spread keeps the interval it earned.
+        let mut balancer = interactive_on_one_thread();
+        probe_gaps(&mut balancer, 1_500, INTERACTIVE_FASTER_ON_ONE);
+        let drift = Load {
+            at_one: INTERACTIVE_FASTER_ON_ONE.at_one * 11 / 10,
+            at_two: INTERACTIVE_FASTER_ON_ONE.at_two * 11 / 10,
+            ..INTERACTIVE_FASTER_ON_ONE
+        };
+        let gaps = probe_gaps(&mut balancer, 700, drift);
+        assert!(gaps[0] > PROBE_EVERY as usize * 2, "{gaps:?}");
+    }
+
+    #[test]
+    fn one_thread_fewer_than_three_must_serve_more_as_one_thread_more_must() {
+        // Three threads and a load below what one serves: every count serves the same. A tie
+        // keeps one thread instead of two, not two instead of three: the count stays at three.
+        let mut balancer = Balancer::new(3);
+        let tie = Tick {
+            commands: 10_000,
+            reads: 10_000,
+            accepted: 0,
+        };
+        let counts: Vec<usize> = (0..400).map(|_| balancer.tick(tie)).collect();
+        assert!(counts.contains(&2), "probed");
+        assert_eq!(balancer.active, 3);
+        assert_eq!(balancer.learned, [Some(3), None]);
     }
 
     #[test]
