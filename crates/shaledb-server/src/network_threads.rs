@@ -6,7 +6,8 @@
 //! probes (one thread more or fewer for a while, kept if it served at least
 //! [`PROBE_GAIN_MIN`] times as many, or [`PROBE_TO_ONE_KEPT_FROM`] times for one thread instead
 //! of two) and gets it back as soon as the load takes that shape again ([`Balancer`]). A load
-//! that moves by more than [`STEADY_SPREAD_MAX`] is probed again a second later. A Redis connection whose thread is no longer its place moves between two
+//! that moves by more than [`STEADY_SPREAD_MAX`] is probed again a second later. A Redis
+//! connection whose thread is no longer its place moves between two
 //! pipelines (`connection.rs`); memcached's connections stay where they were placed.
 //!
 //! Why not a fixed count: on cores shared with the clients (two cores, redis-benchmark or YCSB
@@ -350,7 +351,8 @@ enum Phase {
 /// of two) the mean of the ticks before and after it (at the count it probed from). A load that
 /// moved by more than `STEADY_SPREAD_MAX` since its count was chosen is probed again a second
 /// later (a surge of connections already open looks like no client arriving). Until
-/// 2026-11-28 the balancer probed only once a second whatever the load did, so a load that changed shape ran up to a second on the count of the load before
+/// 2026-11-28 the balancer probed only once a second whatever the load did, so a load that
+/// changed shape ran up to a second on the count of the load before
 /// (measured in docs/SERVER.md, "Where commands run").
 #[derive(Debug)]
 struct Balancer {
@@ -563,7 +565,7 @@ impl Balancer {
 }
 
 /// How many times the commands served at `previous` threads a probe at `probe` must serve to be
-/// kept: more to grow than to shrink.
+/// kept: a little less than as many for one thread instead of two, more for any other step.
 fn kept_from(previous: usize, probe: usize) -> f64 {
     if probe == 1 && previous == 2 {
         PROBE_TO_ONE_KEPT_FROM

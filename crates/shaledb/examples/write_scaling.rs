@@ -26,11 +26,13 @@ fn thread_cpu_nanos() -> u64 {
 
 fn main() -> shaledb::Result<()> {
     let mut args = std::env::args().skip(1);
-    let (Some(dir), Some(threads)) = (args.next(), args.next().and_then(|n| n.parse().ok())) else {
+    let (Some(dir), Some(threads)) = (
+        args.next(),
+        args.next().and_then(|n| n.parse::<usize>().ok()),
+    ) else {
         eprintln!("usage: write_scaling DIR THREADS [shared|own-kvs|separate]");
         std::process::exit(2);
     };
-    let threads: usize = threads;
     if threads == 0 {
         eprintln!("THREADS is at least 1");
         std::process::exit(2);
