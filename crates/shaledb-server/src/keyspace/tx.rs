@@ -8,7 +8,7 @@
 
 use super::blobs::{self, BlobReader, StagedBlob};
 use super::cleared::ClearedPrefixes;
-use super::packed::{packed_tag, patch_for, patch_tag, Packed, Packing};
+use super::packed::{packed_tag, patch_for, patch_tag, MemberBytes, Packed, Packing};
 use super::records::{Base, Records};
 use super::strings::{StringValue, READ_ATTEMPTS};
 use super::Space;
@@ -915,14 +915,17 @@ impl<'t, 's> View<'t, 's> {
         })
     }
 
-    /// For a writer: like [`View::collection`], and a key past its expiry is removed first.
-    fn prepare_collection(&mut self, key: &[u8], kind: KeyType) -> Result<Option<Members>> {
+    /// For a writer: the records of the live collection `key` as read (`PackedRead::members`
+    /// borrows its members from them), a key past its expiry removed first; `None` when it is
+    /// missing, WRONGTYPE when it is another type.
+    fn prepare_collection(&mut self, key: &[u8], kind: KeyType) -> Result<Option<PackedRead>> {
         let Some(first_tag) = self.prepare_tag(key, kind)? else {
             return Ok(None);
         };
-        self.members_as(key, kind, first_tag, Locked::Yes)?
-            .map(Some)
-            .ok_or_else(|| damaged("a packed collection vanished", &base(key)))
+        match self.packed_read(key, kind, first_tag, Locked::Yes)? {
+            PackedRead::Gone => Err(damaged("a packed collection vanished", &base(key))),
+            read => Ok(Some(read)),
+        }
     }
 
     /// How the collection `key`, whose first record has tag `first_tag`, holds its members;
@@ -1020,8 +1023,9 @@ impl<'t, 's> View<'t, 's> {
         for (field, _) in pairs {
             check_record_key_len(key, field)?;
         }
-        let existing = self.prepare_collection(key, kind)?;
-        let added = match existing {
+        let read = self.prepare_collection(key, kind)?;
+        let existing = read.as_ref().map(|read| read.members(kind)).transpose()?;
+        let added = match existing.flatten() {
             Some(Members::Records) => self.put_member_records(key, member_tag, pairs, only_new)?,
             Some(Members::Packed { members, patched }) => {
                 let stored = StoredPacked::of(&members, patched);
@@ -1065,13 +1069,13 @@ impl<'t, 's> View<'t, 's> {
     /// `put_members` on a packed collection (`stored` as it is stored, `None` and `packed`
     /// empty for a new key): patches or rewrites it, or writes one record per member once it
     /// no longer fits.
-    fn put_packed(
+    fn put_packed<'a>(
         &mut self,
         key: &[u8],
         kind: KeyType,
-        stored: Option<StoredPacked>,
-        mut packed: Packed,
-        pairs: &[(Bytes, Bytes)],
+        stored: Option<StoredPacked<&'a [u8]>>,
+        mut packed: Packed<&'a [u8]>,
+        pairs: &'a [(Bytes, Bytes)],
         only_new: bool,
     ) -> Result<usize> {
         let mut added = 0;
@@ -1081,7 +1085,7 @@ impl<'t, 's> View<'t, 's> {
                 continue;
             }
             changed = true;
-            if packed.insert(field.clone(), value.clone()) {
+            if packed.insert(field, value) {
                 added += 1;
             }
         }
@@ -1100,7 +1104,7 @@ impl<'t, 's> View<'t, 's> {
         }
         let member_tag = plain_member_tag(kind)?;
         for (member, value) in packed.into_entries() {
-            self.put_record(record_key(key, member_tag, &member)?, value);
+            self.put_record(record_key(key, member_tag, member)?, value);
         }
         Ok(added)
     }
@@ -1111,8 +1115,8 @@ impl<'t, 's> View<'t, 's> {
         &mut self,
         key: &[u8],
         kind: KeyType,
-        stored: Option<StoredPacked>,
-        packed: &Packed,
+        stored: Option<StoredPacked<&[u8]>>,
+        packed: &Packed<&[u8]>,
     ) -> Result<()> {
         let patched = stored.as_ref().is_some_and(|stored| stored.patched);
         let (record, patch_record) = (packed_key(key, kind)?, patch_key(key, kind)?);
@@ -1143,7 +1147,13 @@ impl<'t, 's> View<'t, 's> {
     ) -> Result<usize> {
         let member_tag = plain_member_tag(kind)?;
         let mut removed = 0;
-        match self.prepare_collection(key, kind)? {
+        let read = self.prepare_collection(key, kind)?;
+        match read
+            .as_ref()
+            .map(|read| read.members(kind))
+            .transpose()?
+            .flatten()
+        {
             None => return Ok(0),
             Some(Members::Records) => {
                 for member in members {
@@ -1620,24 +1630,24 @@ fn of_kind(found: KeyType, kind: KeyType) -> Result<()> {
 }
 
 /// Where a collection's members are: in one packed record, or one record each.
-enum Members {
+enum Members<B = Bytes> {
     Packed {
-        members: Packed,
+        members: Packed<B>,
         /// When a patch is stored beside the packed record: that record's own members.
-        patched: Option<Packed>,
+        patched: Option<Packed<B>>,
     },
     Records,
 }
 
 /// A packed collection as it is stored: its record's members, and whether a patch changes them.
-struct StoredPacked {
-    members: Packed,
+struct StoredPacked<B> {
+    members: Packed<B>,
     patched: bool,
 }
 
-impl StoredPacked {
+impl<B: MemberBytes> StoredPacked<B> {
     /// From a reader's `Members::Packed`, before `members` changes.
-    fn of(members: &Packed, patched: Option<Packed>) -> StoredPacked {
+    fn of(members: &Packed<B>, patched: Option<Packed<B>>) -> StoredPacked<B> {
         StoredPacked {
             patched: patched.is_some(),
             members: patched.unwrap_or_else(|| members.clone()),
@@ -1673,6 +1683,25 @@ impl PackedRead {
             } => (record, value, patch),
         };
         let (members, patched) = Packed::decode_patched(&record, &value, patch.as_ref(), kind)?;
+        Ok(Some(Members::Packed { members, patched }))
+    }
+
+    /// As [`PackedRead::into_members`], each member and value borrowed from what was read: a
+    /// writer encodes them again and hands none on.
+    fn members(&self, kind: KeyType) -> Result<Option<Members<&[u8]>>> {
+        let (record, value, patch) = match self {
+            PackedRead::Records => return Ok(Some(Members::Records)),
+            PackedRead::Gone => return Ok(None),
+            PackedRead::Packed {
+                record,
+                value,
+                patch,
+            } => (record, value, patch),
+        };
+        let patch = patch
+            .as_ref()
+            .map(|(patch_record, patch)| (&patch_record[..], &patch[..]));
+        let (members, patched) = Packed::decode_patched_borrowed(record, value, patch, kind)?;
         Ok(Some(Members::Packed { members, patched }))
     }
 }
