@@ -91,7 +91,7 @@ pub(super) fn patch_for<B: MemberBytes>(
 /// reader, which hands them on; plain borrows of what was read for a writer, which only encodes
 /// them again (a slice of `Bytes` updates a shared reference count when made and when dropped:
 /// 40 such updates for a 10-field hash, a tenth of YCSB's update).
-pub(super) trait MemberBytes: AsRef<[u8]> + Clone + Eq + std::fmt::Debug {}
+pub(super) trait MemberBytes: AsRef<[u8]> + Clone {}
 
 impl MemberBytes for Bytes {}
 
@@ -262,6 +262,9 @@ impl Packed {
         patch: Option<&(impl AsRef<[u8]>, Bytes)>,
         kind: KeyType,
     ) -> Result<(Packed, Option<Packed>)> {
+        // The record first: when both are damaged, the error names the record, as a reader of
+        // the record alone would.
+        let stored = Packed::decode(record, value, kind)?;
         let patch = patch
             .map(|(patch_record, patch)| -> Result<_> {
                 let patch_record = patch_record.as_ref();
@@ -269,7 +272,7 @@ impl Packed {
                 Ok((patch_record, changes))
             })
             .transpose()?;
-        Packed::decode(record, value, kind)?.with_patch(patch, kind)
+        stored.with_patch(patch, kind)
     }
 
     /// The value of `member` in the packed record `record`, checking all of it as `decode` does
@@ -305,13 +308,14 @@ impl<'v> Packed<&'v [u8]> {
         patch: Option<(&[u8], &'v [u8])>,
         kind: KeyType,
     ) -> Result<(Self, Option<Self>)> {
+        let stored = Packed::decode_with(record, value, kind, |part| part)?;
         let patch = patch
             .map(|(patch_record, patch)| -> Result<_> {
                 let changes = Patch::decode_with(patch_record, patch, kind, |part| part)?;
                 Ok((patch_record, changes))
             })
             .transpose()?;
-        Packed::decode_with(record, value, kind, |part| part)?.with_patch(patch, kind)
+        stored.with_patch(patch, kind)
     }
 }
 
@@ -695,6 +699,56 @@ mod tests {
     fn a_new_collection_is_written_whole() {
         let merged = packed(&[(b"a", &[b'v'; 400])]);
         assert_eq!(patch_for(None, &merged), None);
+    }
+
+    #[test]
+    fn a_damaged_record_and_patch_name_the_record_whether_read_or_borrowed() {
+        let record = b"\x02\x01a\x01\x01\x01b\x01\x02extra";
+        let patch = b"\x01\x01a\x00";
+        let owned = Packed::decode_patched(
+            b"the record",
+            &Bytes::from_static(record),
+            Some(&(b"the patch", Bytes::from_static(patch))),
+            KeyType::Hash,
+        );
+        let borrowed = Packed::decode_patched_borrowed(
+            b"the record",
+            record,
+            Some((b"the patch", patch)),
+            KeyType::Hash,
+        );
+        for message in [
+            format!("{:?}", owned.unwrap_err()),
+            format!("{:?}", borrowed.unwrap_err()),
+        ] {
+            assert!(
+                message.contains("the record") && message.contains("bytes after its last member"),
+                "{message}"
+            );
+        }
+        // Each alone damaged is named alike by both decodings.
+        let good_record = b"\x02\x01a\x01\x01\x01b\x01\x02";
+        let owned = Packed::decode_patched(
+            b"the record",
+            &Bytes::from_static(good_record),
+            Some(&(b"the patch", Bytes::from_static(patch))),
+            KeyType::Hash,
+        );
+        let borrowed = Packed::decode_patched_borrowed(
+            b"the record",
+            good_record,
+            Some((b"the patch", patch)),
+            KeyType::Hash,
+        );
+        for message in [
+            format!("{:?}", owned.unwrap_err()),
+            format!("{:?}", borrowed.unwrap_err()),
+        ] {
+            assert!(
+                message.contains("the patch") && message.contains("change of no kind"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

@@ -922,10 +922,8 @@ impl<'t, 's> View<'t, 's> {
         let Some(first_tag) = self.prepare_tag(key, kind)? else {
             return Ok(None);
         };
-        match self.packed_read(key, kind, first_tag, Locked::Yes)? {
-            PackedRead::Gone => Err(damaged("a packed collection vanished", &base(key))),
-            read => Ok(Some(read)),
-        }
+        self.packed_read(key, kind, first_tag, Locked::Yes)
+            .map(Some)
     }
 
     /// How the collection `key`, whose first record has tag `first_tag`, holds its members;
@@ -1024,8 +1022,11 @@ impl<'t, 's> View<'t, 's> {
             check_record_key_len(key, field)?;
         }
         let read = self.prepare_collection(key, kind)?;
-        let existing = read.as_ref().map(|read| read.members(kind)).transpose()?;
-        let added = match existing.flatten() {
+        let added = match read
+            .as_ref()
+            .map(|read| read.members(key, kind))
+            .transpose()?
+        {
             Some(Members::Records) => self.put_member_records(key, member_tag, pairs, only_new)?,
             Some(Members::Packed { members, patched }) => {
                 let stored = StoredPacked::of(&members, patched);
@@ -1150,9 +1151,8 @@ impl<'t, 's> View<'t, 's> {
         let read = self.prepare_collection(key, kind)?;
         match read
             .as_ref()
-            .map(|read| read.members(kind))
+            .map(|read| read.members(key, kind))
             .transpose()?
-            .flatten()
         {
             None => return Ok(0),
             Some(Members::Records) => {
@@ -1646,7 +1646,7 @@ struct StoredPacked<B> {
 }
 
 impl<B: MemberBytes> StoredPacked<B> {
-    /// From a reader's `Members::Packed`, before `members` changes.
+    /// From a writer's `Members::Packed`, before `members` changes.
     fn of(members: &Packed<B>, patched: Option<Packed<B>>) -> StoredPacked<B> {
         StoredPacked {
             patched: patched.is_some(),
@@ -1686,12 +1686,13 @@ impl PackedRead {
         Ok(Some(Members::Packed { members, patched }))
     }
 
-    /// As [`PackedRead::into_members`], each member and value borrowed from what was read: a
-    /// writer encodes them again and hands none on.
-    fn members(&self, kind: KeyType) -> Result<Option<Members<&[u8]>>> {
+    /// For a writer of `key`: as [`PackedRead::into_members`], each member and value borrowed
+    /// from what was read, since a writer encodes them again and hands none on. Holding the
+    /// key's stripe lock, it cannot find the collection gone: that is damage.
+    fn members(&self, key: &[u8], kind: KeyType) -> Result<Members<&[u8]>> {
         let (record, value, patch) = match self {
-            PackedRead::Records => return Ok(Some(Members::Records)),
-            PackedRead::Gone => return Ok(None),
+            PackedRead::Records => return Ok(Members::Records),
+            PackedRead::Gone => return Err(damaged("a packed collection vanished", &base(key))),
             PackedRead::Packed {
                 record,
                 value,
@@ -1702,7 +1703,7 @@ impl PackedRead {
             .as_ref()
             .map(|(patch_record, patch)| (&patch_record[..], &patch[..]));
         let (members, patched) = Packed::decode_patched_borrowed(record, value, patch, kind)?;
-        Ok(Some(Members::Packed { members, patched }))
+        Ok(Members::Packed { members, patched })
     }
 }
 
