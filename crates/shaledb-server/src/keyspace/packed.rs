@@ -121,7 +121,8 @@ impl<B: MemberBytes> Patch<B> {
             stored.entries.iter().peekable(),
             merged.entries.iter().peekable(),
         );
-        let mut changes = Vec::new();
+        // Usually a change or two: room for a few, not a growth from nothing at each push.
+        let mut changes = Vec::with_capacity(4);
         loop {
             match (old.peek(), new.peek()) {
                 (None, None) => break,

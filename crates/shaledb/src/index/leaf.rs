@@ -141,9 +141,14 @@ impl Leaf {
     }
 
     pub(super) fn key_into(&self, fence: &[u8], at: usize, key: &mut Vec<u8>) {
+        let prefix = &fence[..usize::from(self.prefix_len)];
+        let suffix = self.suffix(at).0;
         key.clear();
-        key.extend_from_slice(&fence[..usize::from(self.prefix_len)]);
-        key.extend_from_slice(self.suffix(at).0);
+        // Room for the whole key at once: grown by each part in turn, an empty buffer was
+        // allocated twice (a type probe's first key, 2.5% of a packed hash's update).
+        key.reserve(prefix.len() + suffix.len());
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(suffix);
     }
 
     fn end(&self, at: usize) -> usize {
