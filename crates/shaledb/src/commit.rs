@@ -66,6 +66,9 @@ pub struct BatchOp {
     /// The value compressed, when its KVS compresses and that is smaller: what is stored then.
     /// Compressed here, in the caller's thread, before the commit takes any lock.
     compressed: Option<Vec<u8>>,
+    /// A put's or delete's index partition, hashed once here for both the commit's locks and
+    /// its apply; `None` for a prefix delete, whose keys may be in several.
+    partition: Option<usize>,
 }
 
 impl BatchOp {
@@ -83,12 +86,14 @@ impl BatchOp {
         } else {
             None
         };
+        let partition = (kind != RecordKind::PrefixTombstone).then(|| kvs.index.partition_of(&key));
         BatchOp {
             kvs,
             kind,
             key,
             value,
             compressed,
+            partition,
         }
     }
 
@@ -393,7 +398,7 @@ impl Engine {
         let kvs_id = op.kvs.id;
         match op.kind {
             RecordKind::Put => {
-                let part = op.kvs.index.partition_of(&op.key);
+                let part = op.partition.expect("a put has its key's partition");
                 let value = self.kept_in_index(op).then_some(&op.value[..]);
                 let replaced =
                     locked(guards, kvs_id, part).put(&op.key, entry, value, snapshot_max);
@@ -403,7 +408,8 @@ impl Engine {
                 }
             }
             RecordKind::Tombstone => {
-                let index = locked(guards, kvs_id, op.kvs.index.partition_of(&op.key));
+                let part = op.partition.expect("a delete has its key's partition");
+                let index = locked(guards, kvs_id, part);
                 if let Some(removed) = index.remove(&op.key, entry.seqno, snapshot_max) {
                     self.store.free(removed);
                     return true;
@@ -450,11 +456,12 @@ fn partitions_written(ops: &[BatchOp]) -> Batched<(&KvsState, usize)> {
     let mut written: Batched<(&KvsState, usize)> = SmallVec::new();
     written.reserve(ops.len());
     for op in ops {
-        if op.kind == RecordKind::PrefixTombstone {
-            let parts = op.kvs.index.partitions_of_prefix(&op.key);
-            written.extend(parts.map(|part| (&*op.kvs, part)));
-        } else {
-            written.push((&op.kvs, op.kvs.index.partition_of(&op.key)));
+        match op.partition {
+            Some(part) => written.push((&op.kvs, part)),
+            None => {
+                let parts = op.kvs.index.partitions_of_prefix(&op.key);
+                written.extend(parts.map(|part| (&*op.kvs, part)));
+            }
         }
     }
     written.sort_unstable_by_key(|&(kvs, part)| (kvs.id, part));
