@@ -526,12 +526,7 @@ pub struct Savepoint {
 impl Tx<'_> {
     pub fn savepoint(&mut self) -> Savepoint {
         Savepoint {
-            // Room for a pipeline run's first writes (a run of sixteen LPUSHes writes 32): grown
-            // from nothing, the log was copied four times per run.
-            undo: self
-                .undo
-                .get_or_insert_with(|| Vec::with_capacity(UNDO_ROOM))
-                .len(),
+            undo: self.undo.get_or_insert_with(Vec::new).len(),
             cleared: self.cleared.len(),
             flushed: self.flushed.clone(),
             expiry_deletions: self.expiry_deletions.len(),
@@ -588,6 +583,12 @@ impl Tx<'_> {
                     Some(held) => Some(std::mem::replace(held, value)),
                     None => self.writes.insert(slot.clone(), value),
                 };
+                if undo.capacity() == 0 {
+                    // Room for a pipeline run's first writes (a run of sixteen LPUSHes writes 32),
+                    // taken at the first (grown from nothing, the log was copied four times per
+                    // run; reserved with the savepoint, a run that writes nothing paid for it).
+                    undo.reserve(UNDO_ROOM);
+                }
                 undo.push(Undo::Write(slot, before));
             }
         }
