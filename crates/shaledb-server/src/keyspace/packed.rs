@@ -107,8 +107,10 @@ pub(super) struct Patch<B = Bytes> {
 const CHANGE_REMOVED: u8 = 0;
 const CHANGE_PUT: u8 = 1;
 
+#[cfg(test)]
 impl Patch {
-    /// Reads the patch record `record` of a `kind`; its members and values are slices of it.
+    /// Reads the patch record `record` of a `kind`; its members and values are slices of it (as
+    /// `Packed::decode_patched` reads one, for the tests of a patch alone).
     pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Patch> {
         Patch::decode_with(record, value, kind, |part| value.slice_ref(part))
     }
@@ -249,7 +251,9 @@ pub(super) struct Packed<B = Bytes> {
 }
 
 impl Packed {
-    /// Reads the value of the packed record `record`; its members and values are slices of it.
+    /// Reads the value of the packed record `record`; its members and values are slices of it
+    /// (as `decode_patched` reads one, for the tests of a record alone).
+    #[cfg(test)]
     pub fn decode(record: &[u8], value: &Bytes, kind: KeyType) -> Result<Packed> {
         Packed::decode_with(record, value, kind, |part| value.slice_ref(part))
     }
@@ -263,20 +267,19 @@ impl Packed {
         patch: Option<&(impl AsRef<[u8]>, Bytes)>,
         kind: KeyType,
     ) -> Result<(Packed, Option<Packed>)> {
-        // The record first: when both are damaged, the error names the record, as a reader of
-        // the record alone would.
-        let stored = Packed::decode(record, value, kind)?;
-        let patch = patch
-            .map(|(patch_record, patch)| -> Result<_> {
-                let patch_record = patch_record.as_ref();
-                let changes = Patch::decode(patch_record, patch, kind)?;
-                Ok((patch_record, changes))
-            })
-            .transpose()?;
-        stored.with_patch(patch, kind)
+        Packed::decode_patched_with(
+            record,
+            value,
+            patch.map(|(patch_record, patch)| {
+                let slice = |part: &[u8]| patch.slice_ref(part);
+                (patch_record.as_ref(), &patch[..], slice)
+            }),
+            kind,
+            |part| value.slice_ref(part),
+        )
     }
 
-    /// The value of `member` in the packed record `record`, checking all of it as `decode` does
+    /// The value of `member` in the packed record `record`, checking all of it as a decoding does
     /// but building nothing.
     pub fn find(
         record: &[u8],
@@ -309,14 +312,8 @@ impl<'v> Packed<&'v [u8]> {
         patch: Option<(&[u8], &'v [u8])>,
         kind: KeyType,
     ) -> Result<(Self, Option<Self>)> {
-        let stored = Packed::decode_with(record, value, kind, |part| part)?;
-        let patch = patch
-            .map(|(patch_record, patch)| -> Result<_> {
-                let changes = Patch::decode_with(patch_record, patch, kind, |part| part)?;
-                Ok((patch_record, changes))
-            })
-            .transpose()?;
-        stored.with_patch(patch, kind)
+        let patch = patch.map(|(patch_record, patch)| (patch_record, patch, |part| part));
+        Packed::decode_patched_with(record, value, patch, kind, |part| part)
     }
 }
 
@@ -347,17 +344,28 @@ impl<B: MemberBytes> Packed<B> {
         })
     }
 
-    /// These members (a packed record's) with `patch` (its record's key and the changes)
-    /// applied; and, when patched, these members themselves.
-    fn with_patch(
-        self,
-        patch: Option<(&[u8], Patch<B>)>,
+    /// The members of the packed record `record` (its value `value`) with its patch applied, if
+    /// it has one (the patch record's key, its value, and what makes a member's or value's bytes
+    /// from their place in it), and, when patched, the record's own members; `slice` makes each
+    /// member's and value's bytes from their place in `value`.
+    fn decode_patched_with<'v, S: Fn(&'v [u8]) -> B>(
+        record: &[u8],
+        value: &'v [u8],
+        patch: Option<(&[u8], &'v [u8], S)>,
         kind: KeyType,
+        slice: impl Fn(&'v [u8]) -> B,
     ) -> Result<(Packed<B>, Option<Packed<B>>)> {
-        let Some((patch_record, patch)) = patch else {
-            return Ok((self, None));
+        // The record first: when both are damaged, the error names the record, as a reader of
+        // the record alone would.
+        let stored = Packed::decode_with(record, value, kind, slice)?;
+        let Some((patch_record, patch, slice_patch)) = patch else {
+            return Ok((stored, None));
         };
-        Ok((patch.apply(self.clone(), patch_record, kind)?, Some(self)))
+        let changes = Patch::decode_with(patch_record, patch, kind, slice_patch)?;
+        Ok((
+            changes.apply(stored.clone(), patch_record, kind)?,
+            Some(stored),
+        ))
     }
 
     /// A collection of `entries`, already in strictly ascending order of member.
