@@ -12,7 +12,11 @@ pub const INLINE_BYTES: usize = 30;
 
 #[derive(Clone)]
 pub enum ShortBytes {
-    Inline { len: u8, bytes: [u8; INLINE_BYTES] },
+    /// The bytes past `len` are zero: the order compares them.
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_BYTES],
+    },
     Shared(Arc<[u8]>),
 }
 
@@ -61,10 +65,46 @@ impl std::borrow::Borrow<[u8]> for ShortBytes {
 
 // Ordered and compared exactly like the bytes, as `Borrow` requires.
 impl Ord for ShortBytes {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        (**self).cmp(&**other)
+        match (self, other) {
+            (
+                ShortBytes::Inline { len, bytes },
+                ShortBytes::Inline {
+                    len: other_len,
+                    bytes: other_bytes,
+                },
+            ) => compare_padded(bytes, other_bytes).then(len.cmp(other_len)),
+            _ => (**self).cmp(&**other),
+        }
     }
 }
+
+/// Orders two inline strings by their zero-padded bytes, eight at a time as big-endian words:
+/// a search of the index's B-tree of fences compared byte strings with a call to `memcmp`
+/// (fences of one map often share their first fifteen bytes), a tenth of a pipelined SET's
+/// instructions. Where the padded bytes tie, the shorter string is the other's prefix and sorts
+/// first, so with the lengths compared after them this is the bytes' order.
+#[inline]
+fn compare_padded(left: &[u8; INLINE_BYTES], right: &[u8; INLINE_BYTES]) -> Ordering {
+    // The last word overlaps the one before it, whose bytes are equal by then.
+    const WORD_STARTS: [usize; 4] = [0, 8, 16, INLINE_BYTES - 8];
+    let word = |bytes: &[u8; INLINE_BYTES], at: usize| {
+        u64::from_be_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
+    };
+    for at in WORD_STARTS {
+        match word(left, at).cmp(&word(right, at)) {
+            Ordering::Equal => {}
+            unequal => return unequal,
+        }
+    }
+    Ordering::Equal
+}
+
+const _: () = assert!(
+    INLINE_BYTES >= 24 && INLINE_BYTES <= 32,
+    "four words cover it"
+);
 
 impl PartialOrd for ShortBytes {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
@@ -83,6 +123,34 @@ impl Eq for ShortBytes {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Two strings sharing a prefix of up to the inline limit and more, then a few zeros and
+    /// other bytes each: ties on padded words at every word.
+    fn pair() -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+        let tail =
+            || proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8)], 0..4);
+        (
+            proptest::collection::vec(any::<u8>(), 0..34),
+            tail(),
+            tail(),
+        )
+            .prop_map(|(shared, left, right)| {
+                (
+                    [&shared[..], &left[..]].concat(),
+                    [&shared[..], &right[..]].concat(),
+                )
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn orders_like_its_bytes((left, right) in pair()) {
+            let (short_left, short_right) = (ShortBytes::from(&left[..]), ShortBytes::from(&right[..]));
+            prop_assert_eq!(short_left.cmp(&short_right), left.cmp(&right));
+            prop_assert_eq!(short_left == short_right, left == right);
+        }
+    }
 
     #[test]
     fn holds_and_orders_its_bytes_inline_or_shared() {

@@ -20,7 +20,7 @@ use super::entry::Entry;
 use super::leaf::{Leaf, Slot, LEAF_BYTES_MAX};
 use super::recent::{self, Found};
 use crate::segment::Location;
-use crate::short_bytes::ShortBytes;
+use crate::short_bytes::{ShortBytes, INLINE_BYTES};
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -399,10 +399,7 @@ impl PackedMap {
     }
 
     fn leaf_for(&self, key: &[u8]) -> Option<(&[u8], LeafId)> {
-        self.leaves
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
-            .map(|(fence, &id)| (&**fence, id))
+        leaf_containing(&self.leaves, key).map(|(fence, &id)| (&**fence, id))
     }
 
     fn next_fence(&self, fence: &[u8]) -> Option<&[u8]> {
@@ -550,6 +547,11 @@ fn leaf_containing<'a>(
     leaves: &'a BTreeMap<Fence, LeafId>,
     key: &[u8],
 ) -> Option<(&'a Fence, &'a LeafId)> {
+    if key.len() <= INLINE_BYTES {
+        // An inline key against inline fences compares a word at a time (`ShortBytes`'s
+        // order), where a slice compared with `memcmp`.
+        return leaves.range(..=Fence::from(key)).next_back();
+    }
     leaves
         .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
         .next_back()
