@@ -53,7 +53,7 @@ impl Kvs {
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         self.check_live()?;
         validate_key(key.as_ref())?;
-        Ok(self.state.index.get(key.as_ref()).is_some())
+        Ok(self.state.index.contains(key.as_ref()))
     }
 
     /// Deletes `key` (a no-op if it has no value).

@@ -69,6 +69,11 @@ impl KvsIndex {
         self.newest.get(key)
     }
 
+    /// Whether `key` has a value now.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.newest.contains(key)
+    }
+
     /// The version of `key` a reader at `at` (the newest if `None`) sees, and the value kept
     /// with it in the index, if any (only the newest version keeps one).
     pub fn get_with_value(&self, key: &[u8], at: Option<u64>) -> Option<(Entry, Option<&[u8]>)> {

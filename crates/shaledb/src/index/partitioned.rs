@@ -183,8 +183,9 @@ impl PartitionedIndex {
         self.parts.iter().map(PartitionLock::write).collect()
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.part(key).read().get(key)
+    /// Whether `key` has a value now.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.part(key).read().contains(key)
     }
 
     /// The version of `key` a reader at `at` (the newest if `None`) sees, and a copy of the

@@ -279,6 +279,7 @@ proptest! {
                         decoy.get(&key);
                     } else {
                         prop_assert_eq!(map.get(&key), model.get(&key).map(|(entry, _)| *entry));
+                        prop_assert_eq!(map.contains(&key), model.contains_key(&key));
                     }
                     let value = value_of(n ^ 1);
                     prop_assert_eq!(
