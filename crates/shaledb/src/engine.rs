@@ -11,6 +11,7 @@ use crate::snapshot_registry::{needed_by_any, SnapshotRegistry};
 use crate::store::{KvsState, Store};
 use bytes::Bytes;
 use parking_lot::Mutex;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -89,6 +90,18 @@ impl Engine {
     pub fn get(&self, kvs: &KvsState, key: &[u8], at: Option<u64>) -> Result<Option<Bytes>> {
         self.check_live(kvs)?;
         self.store.get(kvs, key, at)
+    }
+
+    /// See [`crate::Kvs::read_group`].
+    pub fn read_group(
+        &self,
+        kvs: &KvsState,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+    ) -> Result<Option<Vec<(Bytes, Bytes)>>> {
+        self.check_live(kvs)?;
+        self.store.read_group(kvs, lower, upper, limit)
     }
 
     /// The values of `keys` in `kvs` at snapshot `at`, read together.

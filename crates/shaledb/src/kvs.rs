@@ -103,6 +103,21 @@ impl Kvs {
         }
     }
 
+    /// The keys in `range` with their values, read at one moment, when the range lies within
+    /// one key group (`KvsOptions::key_groups`) and holds at most `limit` keys; `None` when it
+    /// spans groups or holds more (a cursor reads it then). Cheaper than a cursor over a few
+    /// keys (one object's records): it pins no snapshot, and the group's partition lock gives
+    /// the one moment.
+    pub fn read_group<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        limit: usize,
+    ) -> Result<Option<Vec<(Bytes, Bytes)>>> {
+        let lower = range.start_bound().map(AsRef::as_ref);
+        let upper = range.end_bound().map(AsRef::as_ref);
+        self.engine.read_group(&self.state, lower, upper, limit)
+    }
+
     /// How many keys `range` holds now and the bytes of their records on media, counted from
     /// the index (no device reads; old versions kept for snapshots not included).
     pub fn range_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<RangeSize> {

@@ -657,6 +657,148 @@ fn scans_read_ahead_in_batches_sized_by_use() {
     assert_eq!(device_reads(), before, "a keys-only cursor reads no values");
 }
 
+/// `read_group` reads what a cursor reads over a range within one key group, with values kept
+/// in the index, cached, and read from the device (after a reopen); it declines ranges that
+/// span groups and groups past its limit, and an open snapshot's kept versions of deleted keys
+/// are not read as live.
+#[test]
+fn read_group_reads_what_a_cursor_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let grouped_options = KvsOptions {
+        key_groups: shaledb::KeyGroups::Prefix { len: 2 },
+        ..KvsOptions::default()
+    };
+    let long = vec![b'x'; 3000];
+    {
+        let db = Db::open(dir.path(), small_options()).unwrap();
+        let grouped = db
+            .kvs_with_options("grouped", grouped_options.clone())
+            .unwrap();
+        for (key, value) in [
+            ("ab1", &b"v"[..]),
+            ("ab2", &long),
+            ("ab3", b"w"),
+            ("ac1", b"c"),
+        ] {
+            grouped.put(key, value).unwrap();
+        }
+    }
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let grouped = db.kvs_with_options("grouped", grouped_options).unwrap();
+    let hashed = db.kvs("hashed").unwrap();
+    hashed.put("ab1", "v").unwrap();
+    let cursor = |start: &[u8], end: &[u8]| -> Vec<(bytes::Bytes, bytes::Bytes)> {
+        grouped.range(start..end).map(Result::unwrap).collect()
+    };
+    let group: (&[u8], &[u8]) = (b"ab", b"ab\xff");
+    let read = grouped.read_group(group.0..group.1, 3).unwrap();
+    assert_eq!(
+        read.as_ref().map(Vec::len),
+        Some(3),
+        "a value from the device among them"
+    );
+    assert_eq!(read.unwrap(), cursor(group.0, group.1));
+    assert_eq!(
+        grouped.read_group(group.0..group.1, 2).unwrap(),
+        None,
+        "past the limit"
+    );
+    assert_eq!(
+        grouped
+            .read_group(&b"ab2"[..]..&b"ab3"[..], 1)
+            .unwrap()
+            .unwrap(),
+        cursor(b"ab2", b"ab3")
+    );
+    assert_eq!(
+        grouped.read_group(&b"ab"[..]..&b"ac\xff"[..], 10).unwrap(),
+        None,
+        "two groups"
+    );
+    assert_eq!(
+        hashed.read_group(group.0..group.1, 10).unwrap(),
+        None,
+        "no key groups"
+    );
+    let snapshot = db.snapshot().unwrap();
+    grouped.delete("ab1").unwrap();
+    grouped.put("ab3", "new").unwrap();
+    assert_eq!(
+        grouped.read_group(group.0..group.1, 2).unwrap().unwrap(),
+        cursor(group.0, group.1)
+    );
+    grouped.prefix_delete("ab").unwrap();
+    assert_eq!(
+        grouped.read_group(group.0..group.1, 2).unwrap(),
+        Some(Vec::new())
+    );
+    drop(snapshot);
+}
+
+/// A group read while batches rewrite every key of the group (values past the index's and with
+/// a cache too small to keep them, so most are device reads) and the cleaner moves and frees
+/// their records: each read sees all of one batch, never a mix or a missing key.
+#[test]
+fn read_group_sees_one_batch_while_the_cleaner_moves_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            cache_bytes: 0,
+            ..small_options()
+        },
+    )
+    .unwrap();
+    let kvs = db
+        .kvs_with_options(
+            "grouped",
+            KvsOptions {
+                key_groups: shaledb::KeyGroups::Prefix { len: 2 },
+                ..KvsOptions::default()
+            },
+        )
+        .unwrap();
+    let keys: Vec<String> = (0..32).map(|n| format!("ab{n:02}")).collect();
+    let write = |round: u32| {
+        let mut batch = db.batch();
+        for key in &keys {
+            let mut value = round.to_be_bytes().to_vec();
+            value.resize(1000, b'.');
+            batch.put(&kvs, key, value);
+        }
+        db.write(batch).unwrap();
+    };
+    write(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for round in 1..1500 {
+                write(round);
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut reads = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+            let records = kvs
+                .read_group(&b"ab"[..]..&b"ab\xff"[..], 32)
+                .unwrap()
+                .unwrap();
+            let names: Vec<&[u8]> = records.iter().map(|(key, _)| &key[..]).collect();
+            assert_eq!(names, keys.iter().map(String::as_bytes).collect::<Vec<_>>());
+            let rounds: Vec<&[u8]> = records.iter().map(|(_, value)| &value[..4]).collect();
+            assert!(
+                rounds.windows(2).all(|pair| pair[0] == pair[1]),
+                "a mix of batches"
+            );
+            reads += 1;
+        }
+    });
+    assert!(
+        db.stats().cleaner_segments_cleaned > 0,
+        "the cleaner moved records"
+    );
+}
+
 /// `first_key` answers what a cursor's first key would, with and without key groups (one
 /// partition probed, or the cursor), through puts, deletes, prefix deletes and an open snapshot
 /// that keeps deleted versions in the index.

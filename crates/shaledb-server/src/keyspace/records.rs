@@ -5,15 +5,22 @@ use super::cleared::ClearedPrefixes;
 use bytes::Bytes;
 use std::collections::VecDeque;
 
-/// The engine's side of the merge: with values, or keys alone (no device reads).
+/// The engine's side of the merge: with values, or keys alone (no device reads), or a key's
+/// few records read at once (`shaledb::Kvs::read_group`), or that read's error.
 pub(super) enum Base {
     Values(shaledb::Iter),
     Keys(shaledb::Keys),
+    Read(std::vec::IntoIter<(Bytes, Bytes)>),
+    /// That read failed: the error, once.
+    Failed(Option<shaledb::Error>),
 }
 
 impl Base {
     fn step(&mut self, back: bool) -> Option<shaledb::Result<(Bytes, Bytes)>> {
         match (self, back) {
+            (Base::Read(records), false) => records.next().map(Ok),
+            (Base::Read(records), true) => records.next_back().map(Ok),
+            (Base::Failed(error), _) => error.take().map(Err),
             (Base::Values(iter), false) => iter.next(),
             (Base::Values(iter), true) => iter.next_back(),
             (Base::Keys(keys), false) => keys.next().map(|key| key.map(|key| (key, Bytes::new()))),

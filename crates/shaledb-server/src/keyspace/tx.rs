@@ -28,6 +28,10 @@ use std::sync::Arc;
 /// Index probes `View::first_record_key` makes past records the transaction deleted before it
 /// reads through a cursor instead.
 const FIRST_RECORD_PROBES: usize = 4;
+/// A range of one key's records is read at once (`shaledb::Kvs::read_group`) when it holds at
+/// most this many, else with a cursor: it is collected under its partition's read lock, which
+/// writers of that partition wait for.
+const GROUP_READ_RECORDS_MAX: usize = 64;
 
 /// A transaction's record writes: database -> record key -> `Some(value)` put or `None`
 /// deleted, in (database, record key) order. A few are kept in a sorted array, which a one-key
@@ -703,7 +707,20 @@ impl<'t, 's> View<'t, 's> {
             .writes_in(&start, &end)
             .map(|(key, value)| (Bytes::copy_from_slice(key), value.clone()))
             .collect();
-        let mut iter = self.space_ref().kvs.range(start..end);
+        let kvs = &self.space_ref().kvs;
+        if values && take.is_none() {
+            // One key's records (a hash's packed record, a small set's members) in one read
+            // under their partition's lock, where a cursor pinned a snapshot.
+            let base = match kvs.read_group(&start[..]..&end[..], GROUP_READ_RECORDS_MAX) {
+                Ok(Some(records)) => Some(Base::Read(records.into_iter())),
+                Ok(None) => None,
+                Err(error) => Some(Base::Failed(Some(error))),
+            };
+            if let Some(base) = base {
+                return Records::new(base, overlay, self.tx.cleared.clone(), self.db);
+            }
+        }
+        let mut iter = kvs.range(start..end);
         if let Some(take) = take {
             iter = iter.will_take(take);
         }

@@ -267,6 +267,24 @@ impl PartitionedIndex {
         Some(part.read().first_key(lower, upper))
     }
 
+    /// When `lower..upper` lies within one key group and holds at most `limit` keys: each key
+    /// that has a value now, with its newest entry and the value kept with it, in key order,
+    /// read under that one partition's lock (all of one batch or none of it). `None` when the
+    /// range spans partitions or holds more keys.
+    pub fn collect_group(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+    ) -> Option<Vec<Visible>> {
+        let part = self.part_of_range(lower, upper)?;
+        let newest = u64::MAX;
+        let entries =
+            part.read()
+                .collect_visible(lower, upper, newest, limit.saturating_add(1), false);
+        (entries.len() <= limit).then_some(entries)
+    }
+
     /// Up to `limit` (key, version) pairs visible at `at` within `lower..upper`, in key order
     /// (descending when `reverse`). Not exhausted means the range may hold more after the last.
     pub fn collect_visible(
