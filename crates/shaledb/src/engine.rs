@@ -98,10 +98,12 @@ impl Engine {
         kvs: &KvsState,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
-        limit: usize,
+        keys_max: usize,
+        bytes_max: u64,
     ) -> Result<Option<Vec<(Bytes, Bytes)>>> {
         self.check_live(kvs)?;
-        self.store.read_group(kvs, lower, upper, limit)
+        self.store
+            .read_group(kvs, lower, upper, keys_max, bytes_max)
     }
 
     /// The values of `keys` in `kvs` at snapshot `at`, read together.

@@ -104,18 +104,21 @@ impl Kvs {
     }
 
     /// The keys in `range` with their values, read at one moment, when the range lies within
-    /// one key group (`KvsOptions::key_groups`) and holds at most `limit` keys; `None` when it
-    /// spans groups or holds more (a cursor reads it then). Cheaper than a cursor over a few
-    /// keys (one object's records): it pins no snapshot, and the group's partition lock gives
-    /// the one moment.
+    /// one key group (`KvsOptions::key_groups`), holds at most `keys_max` keys, and the records
+    /// it would read from media (values the index does not keep) take at most `bytes_max`;
+    /// `None` otherwise (a cursor reads it then, a few values at a time). Cheaper than a cursor
+    /// over a few keys (one object's records): it pins no snapshot, and the group's partition
+    /// lock gives the one moment.
     pub fn read_group<K: AsRef<[u8]>, R: RangeBounds<K>>(
         &self,
         range: R,
-        limit: usize,
+        keys_max: usize,
+        bytes_max: u64,
     ) -> Result<Option<Vec<(Bytes, Bytes)>>> {
         let lower = range.start_bound().map(AsRef::as_ref);
         let upper = range.end_bound().map(AsRef::as_ref);
-        self.engine.read_group(&self.state, lower, upper, limit)
+        self.engine
+            .read_group(&self.state, lower, upper, keys_max, bytes_max)
     }
 
     /// How many keys `range` holds now and the bytes of their records on media, counted from

@@ -659,8 +659,8 @@ fn scans_read_ahead_in_batches_sized_by_use() {
 
 /// `read_group` reads what a cursor reads over a range within one key group, with values kept
 /// in the index, cached, and read from the device (after a reopen); it declines ranges that
-/// span groups and groups past its limit, and an open snapshot's kept versions of deleted keys
-/// are not read as live.
+/// span groups and groups past its limits of keys and bytes, and an open snapshot's kept
+/// versions of deleted keys are not read as live.
 #[test]
 fn read_group_reads_what_a_cursor_reads() {
     let dir = tempfile::tempdir().unwrap();
@@ -691,7 +691,7 @@ fn read_group_reads_what_a_cursor_reads() {
         grouped.range(start..end).map(Result::unwrap).collect()
     };
     let group: (&[u8], &[u8]) = (b"ab", b"ab\xff");
-    let read = grouped.read_group(group.0..group.1, 3).unwrap();
+    let read = grouped.read_group(group.0..group.1, 3, 4096).unwrap();
     assert_eq!(
         read.as_ref().map(Vec::len),
         Some(3),
@@ -699,24 +699,31 @@ fn read_group_reads_what_a_cursor_reads() {
     );
     assert_eq!(read.unwrap(), cursor(group.0, group.1));
     assert_eq!(
-        grouped.read_group(group.0..group.1, 2).unwrap(),
+        grouped.read_group(group.0..group.1, 2, 4096).unwrap(),
         None,
         "past the limit"
     );
     assert_eq!(
+        grouped.read_group(group.0..group.1, 3, 3000).unwrap(),
+        None,
+        "a 3000-byte value's record is past the bytes it may read"
+    );
+    assert_eq!(
         grouped
-            .read_group(&b"ab2"[..]..&b"ab3"[..], 1)
+            .read_group(&b"ab2"[..]..&b"ab3"[..], 1, 4096)
             .unwrap()
             .unwrap(),
         cursor(b"ab2", b"ab3")
     );
     assert_eq!(
-        grouped.read_group(&b"ab"[..]..&b"ac\xff"[..], 10).unwrap(),
+        grouped
+            .read_group(&b"ab"[..]..&b"ac\xff"[..], 10, 4096)
+            .unwrap(),
         None,
         "two groups"
     );
     assert_eq!(
-        hashed.read_group(group.0..group.1, 10).unwrap(),
+        hashed.read_group(group.0..group.1, 10, 4096).unwrap(),
         None,
         "no key groups"
     );
@@ -724,12 +731,15 @@ fn read_group_reads_what_a_cursor_reads() {
     grouped.delete("ab1").unwrap();
     grouped.put("ab3", "new").unwrap();
     assert_eq!(
-        grouped.read_group(group.0..group.1, 2).unwrap().unwrap(),
+        grouped
+            .read_group(group.0..group.1, 2, 4096)
+            .unwrap()
+            .unwrap(),
         cursor(group.0, group.1)
     );
     grouped.prefix_delete("ab").unwrap();
     assert_eq!(
-        grouped.read_group(group.0..group.1, 2).unwrap(),
+        grouped.read_group(group.0..group.1, 2, 4096).unwrap(),
         Some(Vec::new())
     );
     drop(snapshot);
@@ -780,7 +790,7 @@ fn read_group_sees_one_batch_while_the_cleaner_moves_records() {
         let mut reads = 0;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
             let records = kvs
-                .read_group(&b"ab"[..]..&b"ab\xff"[..], 32)
+                .read_group(&b"ab"[..]..&b"ab\xff"[..], 32, u64::MAX)
                 .unwrap()
                 .unwrap();
             let names: Vec<&[u8]> = records.iter().map(|(key, _)| &key[..]).collect();

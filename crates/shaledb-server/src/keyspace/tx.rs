@@ -32,6 +32,10 @@ const FIRST_RECORD_PROBES: usize = 4;
 /// most this many, else with a cursor: it is collected under its partition's read lock, which
 /// writers of that partition wait for.
 const GROUP_READ_RECORDS_MAX: usize = 64;
+/// ... and when the records it reads from media take at most this many bytes: it reads them
+/// all before the caller takes any, where a cursor reads a few at a time (HSCAN COUNT 1 of a
+/// hash of large fields reads one).
+const GROUP_READ_BYTES_MAX: u64 = 64 << 10;
 
 /// A transaction's record writes: database -> record key -> `Some(value)` put or `None`
 /// deleted, in (database, record key) order. A few are kept in a sorted array, which a one-key
@@ -708,10 +712,14 @@ impl<'t, 's> View<'t, 's> {
             .map(|(key, value)| (Bytes::copy_from_slice(key), value.clone()))
             .collect();
         let kvs = &self.space_ref().kvs;
-        if values && take.is_none() {
-            // One key's records (a hash's packed record, a small set's members) in one read
-            // under their partition's lock, where a cursor pinned a snapshot.
-            let base = match kvs.read_group(&start[..]..&end[..], GROUP_READ_RECORDS_MAX) {
+        if values {
+            // One key's records (a hash's packed record and patch, a small set's members) in
+            // one read under their partition's lock, where a cursor pinned a snapshot.
+            let limit = take.map_or(GROUP_READ_RECORDS_MAX, |take| {
+                take.min(GROUP_READ_RECORDS_MAX)
+            });
+            let read = kvs.read_group(&start[..]..&end[..], limit, GROUP_READ_BYTES_MAX);
+            let base = match read {
                 Ok(Some(records)) => Some(Base::Read(records.into_iter())),
                 Ok(None) => None,
                 Err(error) => Some(Base::Failed(Some(error))),
@@ -2616,6 +2624,40 @@ mod tests {
                 tx.rollback(savepoint);
                 assert!(state(&tx) == expected, "a rollback left another state");
             }
+        }
+    }
+
+    /// A key's records past the group read's limits (more records, or more bytes to read) are
+    /// read through a cursor, as whole as the ones within them.
+    #[test]
+    fn members_past_the_group_reads_limits_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_db, keyspace) = open(dir.path());
+        let spaces = std::slice::from_ref(&keyspace);
+        let field = |n: usize| Bytes::from(format!("field{n:03}"));
+        let many: Vec<(Bytes, Bytes)> = (0..GROUP_READ_RECORDS_MAX + 6)
+            .map(|n| (field(n), Bytes::from("v")))
+            .collect();
+        let large_value = Bytes::from(vec![b'x'; GROUP_READ_BYTES_MAX as usize / 2]);
+        let large: Vec<(Bytes, Bytes)> = (0..3).map(|n| (field(n), large_value.clone())).collect();
+        let few: Vec<(Bytes, Bytes)> = (0..3).map(|n| (field(n), Bytes::from("v"))).collect();
+        let hashes: [(&[u8], &[(Bytes, Bytes)]); 3] =
+            [(b"many", &many), (b"large", &large), (b"few", &few)];
+        let mut tx = Tx::new(spaces).packing(Packing::NEVER);
+        let mut view = tx.on(0);
+        for (key, fields) in hashes {
+            view.put_members(key, KeyType::Hash, fields, false).unwrap();
+        }
+        tx.commit().unwrap();
+        let mut tx = Tx::new(spaces);
+        let view = tx.on(0);
+        for (key, fields) in hashes {
+            assert_eq!(
+                view.members_with_values(key, KeyType::Hash).unwrap(),
+                fields.to_vec(),
+                "{}",
+                String::from_utf8_lossy(key)
+            );
         }
     }
 

@@ -46,7 +46,8 @@ impl Store {
     }
 
     /// The keys in `lower..upper` with their newest values, when the range lies within one key
-    /// group and holds at most `limit` keys (`None` otherwise): the keys and versions are read
+    /// group, holds at most `keys_max` keys and its records to be read (values the index does
+    /// not keep) take at most `bytes_max` on media (`None` otherwise): the keys and versions are read
     /// under the group's partition lock, at one moment, and their values after it, each exactly
     /// that version. A cursor pins a snapshot for the same (the commit-order lock and the
     /// registry, on lines every commit and reader shares) and fills its chunks: for a hash of
@@ -57,12 +58,22 @@ impl Store {
         kvs: &KvsState,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
-        limit: usize,
+        keys_max: usize,
+        bytes_max: u64,
     ) -> Result<Option<Vec<(Bytes, Bytes)>>> {
         for _ in 0..READ_RETRIES_MAX {
-            let Some(found) = kvs.index.collect_group(lower, upper, limit) else {
+            let Some(found) = kvs.index.collect_group(lower, upper, keys_max) else {
                 return Ok(None);
             };
+            let bytes_to_read: u64 = found
+                .iter()
+                .filter(|visible| visible.value.is_none())
+                .map(|visible| u64::from(visible.entry.location.len))
+                .sum();
+            if bytes_to_read > bytes_max {
+                // Large values: a cursor reads them a few at a time, as its caller takes them.
+                return Ok(None);
+            }
             let versions: Vec<(&[u8], Entry)> = found
                 .iter()
                 .filter(|visible| visible.value.is_none())
