@@ -2641,8 +2641,7 @@ mod tests {
         let large_value = Bytes::from(vec![b'x'; GROUP_READ_BYTES_MAX as usize / 2]);
         let large: Vec<(Bytes, Bytes)> = (0..3).map(|n| (field(n), large_value.clone())).collect();
         let few: Vec<(Bytes, Bytes)> = (0..3).map(|n| (field(n), Bytes::from("v"))).collect();
-        let hashes: [(&[u8], &[(Bytes, Bytes)]); 3] =
-            [(b"many", &many), (b"large", &large), (b"few", &few)];
+        let hashes = [(&b"many"[..], &many), (b"large", &large), (b"few", &few)];
         let mut tx = Tx::new(spaces).packing(Packing::NEVER);
         let mut view = tx.on(0);
         for (key, fields) in hashes {
