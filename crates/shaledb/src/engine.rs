@@ -11,7 +11,6 @@ use crate::snapshot_registry::{needed_by_any, SnapshotRegistry};
 use crate::store::{KvsState, Store};
 use bytes::Bytes;
 use parking_lot::Mutex;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -90,20 +89,6 @@ impl Engine {
     pub fn get(&self, kvs: &KvsState, key: &[u8], at: Option<u64>) -> Result<Option<Bytes>> {
         self.check_live(kvs)?;
         self.store.get(kvs, key, at)
-    }
-
-    /// See [`crate::Kvs::read_group`].
-    pub fn read_group(
-        &self,
-        kvs: &KvsState,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        keys_max: usize,
-        bytes_max: u64,
-    ) -> Result<Option<Vec<(Bytes, Bytes)>>> {
-        self.check_live(kvs)?;
-        self.store
-            .read_group(kvs, lower, upper, keys_max, bytes_max)
     }
 
     /// The values of `keys` in `kvs` at snapshot `at`, read together.

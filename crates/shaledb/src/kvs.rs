@@ -115,9 +115,11 @@ impl Kvs {
         keys_max: usize,
         bytes_max: u64,
     ) -> Result<Option<Vec<(Bytes, Bytes)>>> {
+        self.check_live()?;
         let lower = range.start_bound().map(AsRef::as_ref);
         let upper = range.end_bound().map(AsRef::as_ref);
         self.engine
+            .store
             .read_group(&self.state, lower, upper, keys_max, bytes_max)
     }
 

@@ -657,6 +657,18 @@ fn scans_read_ahead_in_batches_sized_by_use() {
     assert_eq!(device_reads(), before, "a keys-only cursor reads no values");
 }
 
+/// The KVS "grouped", whose keys are grouped by their first two bytes.
+fn grouped_kvs(db: &Db) -> shaledb::Kvs {
+    db.kvs_with_options(
+        "grouped",
+        KvsOptions {
+            key_groups: shaledb::KeyGroups::Prefix { len: 2 },
+            ..KvsOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 /// `read_group` reads what a cursor reads over a range within one key group, with values kept
 /// in the index, cached, and read from the device (after a reopen); it declines ranges that
 /// span groups and groups past its limits of keys and bytes, and an open snapshot's kept
@@ -664,16 +676,10 @@ fn scans_read_ahead_in_batches_sized_by_use() {
 #[test]
 fn read_group_reads_what_a_cursor_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let grouped_options = KvsOptions {
-        key_groups: shaledb::KeyGroups::Prefix { len: 2 },
-        ..KvsOptions::default()
-    };
     let long = vec![b'x'; 3000];
     {
         let db = Db::open(dir.path(), small_options()).unwrap();
-        let grouped = db
-            .kvs_with_options("grouped", grouped_options.clone())
-            .unwrap();
+        let grouped = grouped_kvs(&db);
         for (key, value) in [
             ("ab1", &b"v"[..]),
             ("ab2", &long),
@@ -684,7 +690,7 @@ fn read_group_reads_what_a_cursor_reads() {
         }
     }
     let db = Db::open(dir.path(), small_options()).unwrap();
-    let grouped = db.kvs_with_options("grouped", grouped_options).unwrap();
+    let grouped = grouped_kvs(&db);
     let hashed = db.kvs("hashed").unwrap();
     hashed.put("ab1", "v").unwrap();
     let cursor = |start: &[u8], end: &[u8]| -> Vec<(bytes::Bytes, bytes::Bytes)> {
@@ -759,15 +765,7 @@ fn read_group_sees_one_batch_while_the_cleaner_moves_records() {
         },
     )
     .unwrap();
-    let kvs = db
-        .kvs_with_options(
-            "grouped",
-            KvsOptions {
-                key_groups: shaledb::KeyGroups::Prefix { len: 2 },
-                ..KvsOptions::default()
-            },
-        )
-        .unwrap();
+    let kvs = grouped_kvs(&db);
     let keys: Vec<String> = (0..32).map(|n| format!("ab{n:02}")).collect();
     let write = |round: u32| {
         let mut batch = db.batch();
@@ -816,15 +814,7 @@ fn read_group_sees_one_batch_while_the_cleaner_moves_records() {
 fn first_key_is_a_cursors_first_key() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), small_options()).unwrap();
-    let grouped = db
-        .kvs_with_options(
-            "grouped",
-            KvsOptions {
-                key_groups: shaledb::KeyGroups::Prefix { len: 2 },
-                ..KvsOptions::default()
-            },
-        )
-        .unwrap();
+    let grouped = grouped_kvs(&db);
     let hashed = db.kvs("hashed").unwrap();
     let ranges: [(&[u8], &[u8]); 5] = [
         (b"a", b"a\xff"),

@@ -45,13 +45,13 @@ impl Store {
         })
     }
 
-    /// The keys in `lower..upper` with their newest values, when the range lies within one key
-    /// group, holds at most `keys_max` keys and its records to be read (values the index does
-    /// not keep) take at most `bytes_max` on media (`None` otherwise): the keys and versions are read
-    /// under the group's partition lock, at one moment, and their values after it, each exactly
-    /// that version. A cursor pins a snapshot for the same (the commit-order lock and the
-    /// registry, on lines every commit and reader shares) and fills its chunks: for a hash of
-    /// ten fields, a quarter of a server's HGETALL. A value whose record the cleaner freed
+    /// The keys in `lower..upper` with their newest values, when the range lies within one
+    /// key group, holds at most `keys_max` keys, and the records it reads from media (values the
+    /// index does not keep) take at most `bytes_max` (`None` otherwise). The keys and versions
+    /// are read under the group's partition lock, at one moment, and their values after it, each
+    /// exactly that version. A cursor pins a snapshot for the same (the commit-order lock and
+    /// the registry, lines every commit and reader shares) and fills its chunks: for a hash of
+    /// ten fields, a tenth of a server's HGETALL. A value whose record the cleaner freed
     /// meanwhile has a newer place or version: the whole range is read again.
     pub fn read_group(
         &self,
