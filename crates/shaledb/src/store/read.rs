@@ -65,20 +65,19 @@ impl Store {
             let Some(found) = kvs.index.collect_group(lower, upper, keys_max) else {
                 return Ok(None);
             };
-            let bytes_to_read: u64 = found
-                .iter()
-                .filter(|visible| visible.value.is_none())
-                .map(|visible| u64::from(visible.entry.location.len))
-                .sum();
-            if bytes_to_read > bytes_max {
-                // Large values: a cursor reads them a few at a time, as its caller takes them.
-                return Ok(None);
-            }
             let versions: Vec<(&[u8], Entry)> = found
                 .iter()
                 .filter(|visible| visible.value.is_none())
                 .map(|visible| (&visible.key[..], visible.entry))
                 .collect();
+            let bytes_to_read: u64 = versions
+                .iter()
+                .map(|(_, entry)| u64::from(entry.location.len))
+                .sum();
+            if bytes_to_read > bytes_max {
+                // Large values: a cursor reads them a few at a time, as its caller takes them.
+                return Ok(None);
+            }
             let mut read = self
                 .read_values(kvs.id, &versions, ReadPurpose::Scan)
                 .into_iter();
