@@ -297,8 +297,7 @@ impl Cleaner {
             }
         };
         for kvs in &indexes {
-            kvs.index
-                .for_each_newest(WALK_CHUNK_KEYS, |_, entry, _| keep(entry));
+            kvs.index.for_each_newest_entry(WALK_CHUNK_KEYS, &mut keep);
             for part in kvs.index.parts() {
                 part.read().for_each_old_version(|_, entry| keep(entry));
             }
@@ -342,6 +341,9 @@ impl Cleaner {
         } else {
             None
         };
+        // The scan meets records in offset order, the order of the walk's offsets: a cursor
+        // steps through them (a binary search per record was a tenth of cleaning).
+        let mut walked_live = walked.as_deref().map(|offsets| offsets.iter().peekable());
         let mut kvs_of_records: Option<Arc<KvsState>> = None;
         // Where survivors go: on capacity, by generation; from staging, they stay only for
         // staging_only KVSs while staging is within its budget, and otherwise move down.
@@ -381,14 +383,14 @@ impl Cleaner {
                 };
                 match record.kind {
                     RecordKind::Put | RecordKind::SnapshotCopy if holds_live_versions => {
-                        if walked
-                            .as_ref()
-                            .is_some_and(|live| live.binary_search(&from.offset).is_err())
-                        {
-                            return Ok(()); // dead for good, as the walk found
+                        if let Some(live) = &mut walked_live {
+                            while live.next_if(|&&offset| offset < from.offset).is_some() {}
+                            if live.next_if_eq(&&from.offset).is_none() {
+                                return Ok(()); // dead for good, as the walk found
+                            }
                         }
                         let destination = destination_for(kvs.options.media_policy);
-                        let seen_live = walked.is_some();
+                        let seen_live = walked_live.is_some();
                         if let Some(to) =
                             move_version(store, kvs, victim, record, from, destination, seen_live)?
                         {

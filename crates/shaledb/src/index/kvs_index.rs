@@ -302,6 +302,17 @@ impl KvsIndex {
         stopped_at
     }
 
+    /// Like [`KvsIndex::visit_newest_after`], with entries only: no key is built but the one
+    /// returned.
+    pub fn visit_newest_entries_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        visit: impl FnMut(Entry),
+    ) -> Option<Key> {
+        self.newest.visit_entries_after(after, limit, visit)
+    }
+
     /// The first key within `lower..upper` that has a value now (a newest version).
     pub fn first_key(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Option<Key> {
         let mut first = None;

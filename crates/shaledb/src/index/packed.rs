@@ -16,7 +16,7 @@
 //! in the same map, while no leaf was added or removed since (`shape`), goes straight to the
 //! leaf and checks the entry there instead of searching.
 
-use super::entry::Entry;
+use super::entry::{Entry, Key};
 use super::leaf::{Leaf, Slot, LEAF_BYTES_MAX};
 use super::recent::{self, Found};
 use crate::segment::Location;
@@ -324,7 +324,7 @@ impl PackedMap {
         // The first key visited is remembered as a search's result: a key's type is
         // read as the first of its records, whose value is read next.
         let mut remembered = false;
-        let mut walk = |fence: &[u8], id: LeafId, skip: usize| {
+        let walk = |fence: &[u8], id: LeafId, skip: usize| {
             let leaf = &self.slab[id as usize];
             let count = leaf.slots.len();
             for step in skip..count {
@@ -349,19 +349,63 @@ impl PackedMap {
             }
             ControlFlow::Continue(())
         };
-        // The walk starts in the leaf holding the bound it starts from, at the bound's place in
-        // it (a binary search, as `get` does: a short range costs a search, not a leaf's scan),
-        // and looks for the leaves after it only if it goes past that leaf's end: a short range
-        // (a key's type, a small collection) costs one search of the B-tree of leaves.
-        let start_bound = if reverse { upper } else { lower };
-        let rest: Box<dyn Iterator<Item = (&Fence, &LeafId)>> = match start_bound {
+        let start = if reverse { upper } else { lower };
+        self.walk_leaves(start, reverse, walk);
+    }
+
+    /// Calls `visit` with the newest entry of each key after `after` (every key if `None`), in
+    /// key order, up to `limit` of them; returns the last key visited when it stopped at
+    /// `limit`, where a following call resumes. Builds no other key: a walk for where versions
+    /// are (the cleaner's) needs none, and building each one cost half of that walk.
+    pub fn visit_entries_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        mut visit: impl FnMut(Entry),
+    ) -> Option<Key> {
+        if limit == 0 {
+            return None;
+        }
+        let mut visited = 0;
+        let mut stopped_at = None;
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.walk_leaves(start, false, |fence, id, skip| {
+            let leaf = &self.slab[id as usize];
+            for at in skip..leaf.slots.len() {
+                visit(leaf.entry(at));
+                visited += 1;
+                if visited == limit {
+                    let mut key = Vec::new();
+                    leaf.key_into(fence, at, &mut key);
+                    stopped_at = Some(key.into());
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        stopped_at
+    }
+
+    /// Calls `walk` with each leaf a walk from `start` meets, in key order (descending when
+    /// `reverse`): its fence, its id and how many of its entries, in the walk's direction, lie
+    /// before `start`; stops when `walk` breaks. The leaf holding the bound is found by a
+    /// search, as `get` does (a short range costs a search, not a leaf's scan), and the leaves
+    /// after it are looked up only if the walk goes past its end: a short range (a key's type,
+    /// a small collection) costs one search of the B-tree of leaves.
+    fn walk_leaves(
+        &self,
+        start: Bound<&[u8]>,
+        reverse: bool,
+        mut walk: impl FnMut(&[u8], LeafId, usize) -> ControlFlow<()>,
+    ) {
+        let rest: Box<dyn Iterator<Item = (&Fence, &LeafId)>> = match start {
             Bound::Included(bound) | Bound::Excluded(bound) => {
                 let Some((fence, id)) = self.leaf_for(bound) else {
                     return;
                 };
                 let leaf = &self.slab[id as usize];
                 let count = leaf.slots.len();
-                let included = matches!(start_bound, Bound::Included(_));
+                let included = matches!(start, Bound::Included(_));
                 let skip = match (leaf.search(&bound[usize::from(leaf.prefix_len)..]), reverse) {
                     (Ok(at), false) => at + usize::from(!included),
                     (Err(at), false) => at,

@@ -240,16 +240,26 @@ impl PartitionedIndex {
         mut visit: impl FnMut(&[u8], Entry, Option<&[u8]>),
     ) {
         let chunk = chunk.max(1);
+        self.walk_in_chunks(|part, after| part.visit_newest_after(after, chunk, &mut visit));
+    }
+
+    /// Like [`PartitionedIndex::for_each_newest`], with each newest entry only (no key is
+    /// built): what a walk for where versions are, the cleaner's, needs.
+    pub fn for_each_newest_entry(&self, chunk: usize, mut visit: impl FnMut(Entry)) {
+        let chunk = chunk.max(1);
+        self.walk_in_chunks(|part, after| {
+            part.visit_newest_entries_after(after, chunk, &mut visit)
+        });
+    }
+
+    /// Runs `chunk_after(partition, after)` under each partition's read lock in turn, from
+    /// its first key, again after the key each call returns (where it stopped) until one
+    /// returns `None`.
+    fn walk_in_chunks(&self, mut chunk_after: impl FnMut(&KvsIndex, Option<&[u8]>) -> Option<Key>) {
         for part in self.parts.iter() {
             let mut after: Option<Key> = None;
-            loop {
-                let stopped_at =
-                    part.read()
-                        .visit_newest_after(after.as_deref(), chunk, &mut visit);
-                if stopped_at.is_none() {
-                    break;
-                }
-                after = stopped_at;
+            while let Some(stopped_at) = chunk_after(&part.read(), after.as_deref()) {
+                after = Some(stopped_at);
             }
         }
     }
@@ -441,6 +451,20 @@ mod tests {
             seen.sort();
             seen.dedup();
             assert_eq!(seen.len(), 1000, "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn for_each_newest_entry_visits_the_entries_for_each_newest_visits() {
+        // Enough keys for several leaves per partition: the chunks resume across leaves.
+        let index = filled(20_000);
+        let mut expected = Vec::new();
+        index.for_each_newest(5000, |_, entry, _| expected.push(entry));
+        assert_eq!(expected.len(), 20_000);
+        for chunk in [0, 1, 7, 100, 5000, 50_000] {
+            let mut seen = Vec::new();
+            index.for_each_newest_entry(chunk, |entry| seen.push(entry));
+            assert_eq!(seen, expected, "chunk {chunk}");
         }
     }
 
