@@ -36,6 +36,9 @@ const DEAD_SEGMENTS_ALWAYS_ALLOWED: u64 = 2;
 /// next to the last.
 const WALK_ENTRIES_PER_RECORD_MAX: u64 = 4;
 
+/// Most victims one walk of the indexes collects live offsets for (`Cleaner::live_offsets`).
+const WALK_VICTIMS_MAX: usize = 8;
+
 /// The cleaner: handed the store, it moves live records out of segments and frees them.
 pub struct Cleaner {
     store: Arc<Store>,
@@ -47,6 +50,9 @@ pub struct Cleaner {
     dead_bytes_allowed: u64,
     /// One cleaning pass at a time; `check` holds it too, so no record moves while it reads.
     pass: Mutex<()>,
+    /// The live offsets one walk of the indexes found in the victims it was made for and that
+    /// have not been cleaned yet (see `live_offsets`); read and changed under `pass`.
+    walked: Mutex<Vec<(SegmentId, Vec<u32>)>>,
 }
 
 /// Cost-benefit score of cleaning `segment` now (the LFS policy): the space freed, 1 - u,
@@ -79,6 +85,7 @@ impl Cleaner {
             staging_bytes_max,
             dead_bytes_allowed: DEAD_SEGMENTS_ALWAYS_ALLOWED * segment_bytes,
             pass: Mutex::new(()),
+            walked: Mutex::new(Vec::new()),
         }
     }
 
@@ -126,6 +133,8 @@ impl Cleaner {
                 && total - live.min(total) > self.dead_bytes_allowed);
         if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX)
         {
+            // Done for now: what a walk found for later victims would grow stale.
+            self.walked.lock().clear();
             return Ok(false);
         }
         self.clean_segment(&victim, false)
@@ -278,9 +287,21 @@ impl Cleaner {
     /// records whose keys are few, as a hot key's overwrites make (`WALK_ENTRIES_PER_RECORD_MAX`).
     /// Any record of the victim not among them is dead for good: a version that leaves the
     /// index never comes back, nothing is appended to a sealed victim, and only the cleaner's
-    /// pass, held now, moves versions. A commit that appended to the victim holds its
-    /// partitions' write locks until it is applied, so the walk waits for it and sees it.
+    /// pass, held now, moves versions (out of the segments it cleans, into segments not sealed
+    /// yet). A commit that appended to the victim holds its partitions' write locks until it is
+    /// applied, so the walk waits for it and sees it.
+    ///
+    /// The same holds for any segment sealed before the walk, however long after it is cleaned:
+    /// its versions can only have left the index since. So a walk also collects the offsets of
+    /// the next candidates the cleaner would take (`WALK_VICTIMS_MAX` in all, whose records add
+    /// up to at most `CLEANER_WALK_RECORDS_MAX`), kept for their turn: a burst of cleaning, as a
+    /// run of overwrites leaves, walks the indexes once instead of once per victim.
     fn live_offsets(&self, victim: &SegmentMeta) -> Option<Vec<u32>> {
+        let mut walked = self.walked.lock();
+        if let Some(at) = walked.iter().position(|(id, _)| *id == victim.id()) {
+            return Some(walked.swap_remove(at).1);
+        }
+        walked.clear();
         let records = victim.sealed()?.record_count;
         if records > CLEANER_WALK_RECORDS_MAX {
             return None;
@@ -290,9 +311,27 @@ impl Cleaner {
         if entries > WALK_ENTRIES_PER_RECORD_MAX * records {
             return None;
         }
-        let mut offsets = Vec::new();
+        let mut batch = vec![(victim.id(), Vec::new())];
+        let mut batch_records = records;
+        for candidate in self.candidates() {
+            if batch.len() == WALK_VICTIMS_MAX {
+                break;
+            }
+            let Some(seal) = candidate.sealed() else {
+                continue;
+            };
+            if candidate.id() != victim.id()
+                && candidate.live_bytes() > 0
+                && candidate.live_ratio() < VICTIM_LIVE_RATIO_MAX
+                && batch_records + seal.record_count <= CLEANER_WALK_RECORDS_MAX
+            {
+                batch_records += seal.record_count;
+                batch.push((candidate.id(), Vec::new()));
+            }
+        }
         let mut keep = |entry: Entry| {
-            if entry.location.segment == victim.id() {
+            let segment = entry.location.segment;
+            if let Some((_, offsets)) = batch.iter_mut().find(|(id, _)| *id == segment) {
                 offsets.push(entry.location.offset);
             }
         };
@@ -303,7 +342,11 @@ impl Cleaner {
             }
         }
         self.store.counters.cleaner_index_walks.add(1);
-        offsets.sort_unstable();
+        for (_, offsets) in &mut batch {
+            offsets.sort_unstable();
+        }
+        let (_, offsets) = batch.swap_remove(0);
+        *walked = batch;
         Some(offsets)
     }
 

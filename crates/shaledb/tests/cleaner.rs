@@ -439,3 +439,44 @@ fn tombstones_outlive_older_versions_in_segments_the_cleaner_keeps() {
     );
     assert_eq!(kvs.len().unwrap(), 620);
 }
+
+/// Victims cleaned one after another share one walk of the indexes: a walk also collects the
+/// live offsets of the next victims, kept for their turn. Here each key's last version lies in
+/// a different stretch of the log (key k is last written in round k / 20), so every victim holds
+/// live versions; all read back as written after the compaction, and after a reopen.
+#[test]
+fn victims_cleaned_in_a_row_share_one_walk_of_the_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    // No background cleaning: the compaction below cleans every victim, one after another.
+    let options = shaledb::Options {
+        cleaner: false,
+        ..small_options()
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let value = |round: u32| [round as u8; 100];
+    for round in 0..100u32 {
+        for key in round * 20..2000 {
+            kvs.put(key.to_be_bytes(), value(round)).unwrap();
+        }
+    }
+    db.compact().unwrap();
+    let stats = db.stats();
+    let (cleaned, walks) = (stats.cleaner_segments_cleaned, stats.cleaner_index_walks);
+    assert!(cleaned >= 4, "{stats:?}");
+    assert!(
+        walks >= 1 && walks < cleaned,
+        "{walks} walks for {cleaned} victims"
+    );
+    let check = |kvs: &shaledb::Kvs| {
+        for key in 0..2000u32 {
+            let got = kvs.get(key.to_be_bytes()).unwrap().unwrap();
+            assert_eq!(&got[..], &value(key / 20)[..], "key {key}");
+        }
+    };
+    check(&kvs);
+    assert!(db.check().unwrap().is_ok());
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
+    check(&db.kvs("t").unwrap());
+}
