@@ -227,10 +227,13 @@ impl Db {
         })?;
         let index = PartitionedIndex::new(options.key_groups);
         let state = Arc::new(KvsState::new(id, name.to_string(), options, index));
+        // The store knows the KVS before any caller can find it by name: a commit through a
+        // handle found by name while the store did not know it would have records the cleaner's
+        // walk and scan take for a dropped KVS's (found by review).
+        self.store().kvs.insert(state.clone());
         self.kvs_by_name
             .write()
             .insert(name.to_string(), state.clone());
-        self.store().kvs.insert(state.clone());
         Ok(self.handle(state))
     }
 

@@ -306,8 +306,13 @@ impl Cleaner {
         if records > CLEANER_WALK_RECORDS_MAX {
             return None;
         }
-        let indexes = self.store.kvs.all();
-        let entries: u64 = indexes.iter().map(|kvs| kvs.index.len() as u64).sum();
+        let entries: u64 = self
+            .store
+            .kvs
+            .all()
+            .iter()
+            .map(|kvs| kvs.index.len() as u64)
+            .sum();
         if entries > WALK_ENTRIES_PER_RECORD_MAX * records {
             return None;
         }
@@ -329,6 +334,11 @@ impl Cleaner {
                 batch.push((candidate.id(), Vec::new()));
             }
         }
+        // The indexes to walk are listed after the batch is chosen: a KVS created since could
+        // have records in a segment sealed before `candidates()` looked, and a walk that missed
+        // it would take them for dead (found by review). One created after this line appends
+        // only to segments sealed after the batch was chosen, which are not in it.
+        let indexes = self.store.kvs.all();
         let mut keep = |entry: Entry| {
             let segment = entry.location.segment;
             if let Some((_, offsets)) = batch.iter_mut().find(|(id, _)| *id == segment) {
