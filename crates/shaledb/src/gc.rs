@@ -51,7 +51,8 @@ pub struct Cleaner {
     /// One cleaning pass at a time; `check` holds it too, so no record moves while it reads.
     pass: Mutex<()>,
     /// The live offsets one walk of the indexes found in the victims it was made for and that
-    /// have not been cleaned yet (see `live_offsets`); read and changed under `pass`.
+    /// have not been cleaned yet (see `live_offsets`), kept until the next walk; read and
+    /// changed under `pass`.
     walked: Mutex<Vec<(SegmentId, Vec<u32>)>>,
 }
 
@@ -133,8 +134,6 @@ impl Cleaner {
                 && total - live.min(total) > self.dead_bytes_allowed);
         if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX)
         {
-            // Done for now: what a walk found for later victims would grow stale.
-            self.walked.lock().clear();
             return Ok(false);
         }
         self.clean_segment(&victim, false)
@@ -294,12 +293,14 @@ impl Cleaner {
     /// The same holds for any segment sealed before the walk, however long after it is cleaned:
     /// its versions can only have left the index since. So a walk also collects the offsets of
     /// the next candidates the cleaner would take (`WALK_VICTIMS_MAX` in all, whose records add
-    /// up to at most `CLEANER_WALK_RECORDS_MAX`), kept for their turn: a burst of cleaning, as a
-    /// run of overwrites leaves, walks the indexes once instead of once per victim.
-    fn live_offsets(&self, victim: &SegmentMeta) -> Option<Vec<u32>> {
+    /// up to at most `CLEANER_WALK_RECORDS_MAX`), kept until their turn or the next walk: cleaning
+    /// in bursts, as runs of overwrites make it, walks the indexes once for several victims.
+    /// Returns the offsets and whether the walk was made just now: a kept list names versions
+    /// that may have died since, which `move_version` asks about under the read lock first.
+    fn live_offsets(&self, victim: &SegmentMeta) -> Option<(Vec<u32>, bool)> {
         let mut walked = self.walked.lock();
         if let Some(at) = walked.iter().position(|(id, _)| *id == victim.id()) {
-            return Some(walked.swap_remove(at).1);
+            return Some((walked.swap_remove(at).1, false));
         }
         walked.clear();
         let records = victim.sealed()?.record_count;
@@ -357,7 +358,7 @@ impl Cleaner {
         }
         let (_, offsets) = batch.swap_remove(0);
         *walked = batch;
-        Some(offsets)
+        Some((offsets, true))
     }
 
     /// Copies what is live in `victim` (as its index entries say) to the cleaner heads, and
@@ -396,7 +397,10 @@ impl Cleaner {
         };
         // The scan meets records in offset order, the order of the walk's offsets: a cursor
         // steps through them (a binary search per record was a tenth of cleaning).
-        let mut walked_live = walked.as_deref().map(|offsets| offsets.iter().peekable());
+        let seen_live = walked.as_ref().is_some_and(|(_, fresh)| *fresh);
+        let mut walked_live = walked
+            .as_ref()
+            .map(|(offsets, _)| offsets.iter().peekable());
         let mut kvs_of_records: Option<Arc<KvsState>> = None;
         // Where survivors go: on capacity, by generation; from staging, they stay only for
         // staging_only KVSs while staging is within its budget, and otherwise move down.
@@ -443,7 +447,6 @@ impl Cleaner {
                             }
                         }
                         let destination = destination_for(kvs.options.media_policy);
-                        let seen_live = walked_live.is_some();
                         if let Some(to) =
                             move_version(store, kvs, victim, record, from, destination, seen_live)?
                         {
