@@ -6,6 +6,7 @@ use crate::segment::{Location, SegmentId};
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::ops::ControlFlow;
 use std::ops::RangeBounds;
 
 /// Counts the heap bytes each thread holds, so a test can weigh what it builds.
