@@ -502,24 +502,28 @@ pub(crate) fn move_version(
     // Holding the key's index partition lock across the append makes the move a
     // compare-and-swap: a concurrent overwrite either happened before (the record is dead) or
     // waits.
-    let moved = partition
-        .write()
-        .relocate_with(record.key, record.seqno, from, |liveness| {
-            // Told `Newest` or `Snapshot`: a dead version is not copied.
-            let kind = match liveness {
-                Liveness::Snapshot => RecordKind::SnapshotCopy,
-                Liveness::Newest | Liveness::Dead => RecordKind::Put,
-            };
-            copy_record(destination, record, kind)
-        })?;
+    let mut index = partition.write();
+    let moved = index.relocate_with(record.key, record.seqno, from, |liveness| {
+        // Told `Newest` or `Snapshot`: a dead version is not copied.
+        let kind = match liveness {
+            Liveness::Snapshot => RecordKind::SnapshotCopy,
+            Liveness::Newest | Liveness::Dead => RecordKind::Put,
+        };
+        copy_record(destination, record, kind)
+    })?;
     let Some(to) = moved else {
         return Ok(None);
     };
+    // Counted before the lock goes: a commit that overwrites the key next frees the copy's
+    // bytes from its new segment, which must hold them by then (counted after, a new segment's
+    // live bytes went below zero for that moment: a flaky debug assertion under the sorter's
+    // test, its cause found 2026-11-29).
     source.sub_live(u64::from(from.len));
     let moved_bytes = u64::from(to.len);
     store
         .segments
         .with(to.segment, |segment| segment.add_live(moved_bytes));
+    drop(index);
     Ok(Some(to))
 }
 
