@@ -295,12 +295,14 @@ impl Cleaner {
     /// the next candidates the cleaner would take (`WALK_VICTIMS_MAX` in all, whose records add
     /// up to at most `CLEANER_WALK_RECORDS_MAX`), kept until their turn or the next walk: cleaning
     /// in bursts, as runs of overwrites make it, walks the indexes once for several victims.
-    /// Returns the offsets and whether the walk was made just now: a kept list names versions
-    /// that may have died since, which `move_version` asks about under the read lock first.
-    fn live_offsets(&self, victim: &SegmentMeta) -> Option<(Vec<u32>, bool)> {
+    /// A kept list may name versions that died since: `move_version`'s compare-and-swap under
+    /// the write lock finds them dead, at the cost of a live one's move (asked under the read
+    /// lock first, every live one cost two searches, and a burst of cleaning during YCSB's
+    /// inserts more than the walks it saved).
+    fn live_offsets(&self, victim: &SegmentMeta) -> Option<Vec<u32>> {
         let mut walked = self.walked.lock();
         if let Some(at) = walked.iter().position(|(id, _)| *id == victim.id()) {
-            return Some((walked.swap_remove(at).1, false));
+            return Some(walked.swap_remove(at).1);
         }
         walked.clear();
         let records = victim.sealed()?.record_count;
@@ -358,7 +360,7 @@ impl Cleaner {
         }
         let (_, offsets) = batch.swap_remove(0);
         *walked = batch;
-        Some((offsets, true))
+        Some(offsets)
     }
 
     /// Copies what is live in `victim` (as its index entries say) to the cleaner heads, and
@@ -397,10 +399,8 @@ impl Cleaner {
         };
         // The scan meets records in offset order, the order of the walk's offsets: a cursor
         // steps through them (a binary search per record was a tenth of cleaning).
-        let seen_live = walked.as_ref().is_some_and(|(_, fresh)| *fresh);
-        let mut walked_live = walked
-            .as_ref()
-            .map(|(offsets, _)| offsets.iter().peekable());
+        let seen_live = walked.is_some();
+        let mut walked_live = walked.as_deref().map(|offsets| offsets.iter().peekable());
         let mut kvs_of_records: Option<Arc<KvsState>> = None;
         // Where survivors go: on capacity, by generation; from staging, they stay only for
         // staging_only KVSs while staging is within its budget, and otherwise move down.
