@@ -476,9 +476,10 @@ impl Cleaner {
 /// Moves the version `record`, stored at `from` in `source`, to the cleaner head `destination`
 /// if the index still needs it there (as the newest version, or as one a snapshot sees), and
 /// points the index at the copy. Returns where the copy is, if it moved. `seen_live`: the
-/// caller found the version in the index since its pass began (a walk, the sorter's run), so it
-/// most likely still lives. Only a job holding the cleaner's pass lock may call it: it alone
-/// appends to cleaner heads.
+/// caller found the version in the index lately (a walk, perhaps one made for an earlier
+/// victim; the sorter's run), so it most likely still lives and the read-lock check is skipped
+/// (the write lock's compare-and-swap finds a version that died since). Only a job holding the
+/// cleaner's pass lock may call it: it alone appends to cleaner heads.
 pub(crate) fn move_version(
     store: &Store,
     kvs: &KvsState,
