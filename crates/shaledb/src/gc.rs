@@ -51,8 +51,8 @@ pub struct Cleaner {
     /// One cleaning pass at a time; `check` holds it too, so no record moves while it reads.
     pass: Mutex<()>,
     /// The live offsets one walk of the indexes found in the victims it was made for and that
-    /// have not been cleaned yet (see `live_offsets`), kept until the next walk; read and
-    /// changed under `pass`.
+    /// have not been cleaned yet (see `live_offsets`), kept until a victim they do not cover
+    /// comes; read and changed under `pass`.
     walked: Mutex<Vec<(SegmentId, Vec<u32>)>>,
 }
 
@@ -293,8 +293,9 @@ impl Cleaner {
     /// The same holds for any segment sealed before the walk, however long after it is cleaned:
     /// its versions can only have left the index since. So a walk also collects the offsets of
     /// the next candidates the cleaner would take (`WALK_VICTIMS_MAX` in all, whose records add
-    /// up to at most `CLEANER_WALK_RECORDS_MAX`), kept until their turn or the next walk: cleaning
-    /// in bursts, as runs of overwrites make it, walks the indexes once for several victims.
+    /// up to at most `CLEANER_WALK_RECORDS_MAX`), kept until their turn or until a victim they do
+    /// not cover comes: cleaning in bursts, as runs of overwrites make it, walks the indexes once
+    /// for several victims.
     /// A kept list may name versions that died since: `move_version`'s compare-and-swap under
     /// the write lock finds them dead, at the cost of a live one's move (asked under the read
     /// lock first, every live one cost two searches, and a burst of cleaning during YCSB's
