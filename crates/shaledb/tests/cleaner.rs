@@ -441,9 +441,10 @@ fn tombstones_outlive_older_versions_in_segments_the_cleaner_keeps() {
 }
 
 /// Victims cleaned one after another share one walk of the indexes: a walk also collects the
-/// live offsets of the next victims, kept for their turn. Here each key's last version lies in
-/// a different stretch of the log (key k is last written in round k / 20), so every victim holds
-/// live versions; all read back as written after the compaction, and after a reopen.
+/// live offsets of the next victims, kept for their turn, for at most 8 victims
+/// (`WALK_VICTIMS_MAX`). Here each key's last version lies in a different stretch of the log
+/// (key k is last written in round k / 20), so every victim holds live versions; all read back
+/// as written after the compaction, and after a reopen.
 #[test]
 fn victims_cleaned_in_a_row_share_one_walk_of_the_indexes() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,7 +455,7 @@ fn victims_cleaned_in_a_row_share_one_walk_of_the_indexes() {
     };
     let db = Db::open(dir.path(), options.clone()).unwrap();
     let kvs = db.kvs("t").unwrap();
-    let value = |round: u32| [round as u8; 100];
+    let value = |round: u32| [round as u8; 400];
     for round in 0..100u32 {
         for key in round * 20..2000 {
             kvs.put(key.to_be_bytes(), value(round)).unwrap();
@@ -463,9 +464,10 @@ fn victims_cleaned_in_a_row_share_one_walk_of_the_indexes() {
     db.compact().unwrap();
     let stats = db.stats();
     let (cleaned, walks) = (stats.cleaner_segments_cleaned, stats.cleaner_index_walks);
-    assert!(cleaned >= 4, "{stats:?}");
+    // More victims than one walk may serve: the bound shows in the count of walks.
+    assert!(cleaned > 8, "{stats:?}");
     assert!(
-        walks >= 1 && walks < cleaned,
+        walks >= cleaned.div_ceil(8) && walks < cleaned,
         "{walks} walks for {cleaned} victims"
     );
     let check = |kvs: &shaledb::Kvs| {
