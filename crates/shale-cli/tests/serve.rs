@@ -94,6 +94,25 @@ fn commands_reply_like_redis_and_errors_keep_the_connection() {
         client.call(&["ZRANGE", "z", "-2", "-1"]),
         Value::Array(vec![bulk("a"), bulk("b")])
     );
+    // Ranks counted from the front are walked without counting the set first.
+    assert_eq!(
+        client.call(&["ZRANGE", "z", "1", "9"]),
+        Value::Array(vec![bulk("a"), bulk("b")])
+    );
+    assert_eq!(
+        client.call(&["ZREVRANGE", "z", "0", "0"]),
+        Value::Array(vec![bulk("b")])
+    );
+    assert_eq!(
+        client.call(&["ZRANGE", "z", "2", "1"]),
+        Value::Array(vec![])
+    );
+    assert_eq!(
+        client.call(&["ZRANGE", "nope", "0", "5"]),
+        Value::Array(vec![])
+    );
+    assert_eq!(client.call(&["ZRANGE", "h", "1", "0"]), wrong);
+    assert_eq!(client.call(&["ZRANGE", "h", "0", "1"]), wrong);
     assert_eq!(client.call(&["ZSCORE", "z", "b"]), bulk("2"));
     assert_eq!(client.call(&["ZREM", "z", "b", "nope"]), Value::Int(1));
     assert_eq!(client.call(&["ZCARD", "z"]), Value::Int(2));
