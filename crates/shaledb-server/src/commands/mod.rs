@@ -984,7 +984,7 @@ impl Shared {
     /// Commits the writes `run` batched; if that fails, the replies that depended on them
     /// become its error.
     fn commit_run(&self, run: &mut PipelineRun<'_>) {
-        let Some(tx) = run.tx.take() else {
+        let Some(tx) = run.tx.as_mut() else {
             return;
         };
         run.batched = 0;
@@ -993,6 +993,7 @@ impl Shared {
                 run.replies[index] = error.clone();
             }
         }
+        run.tx = None;
         run.uncommitted.clear();
     }
 
@@ -1068,7 +1069,7 @@ impl Shared {
             let mut tx = self.tx();
             let outcome = self
                 .run(command, session, &mut tx, &mut run.deferred_sync, args)
-                .and_then(|reply| self.commit(tx, &mut run.deferred_sync).map(|()| reply));
+                .and_then(|reply| self.commit(&mut tx, &mut run.deferred_sync).map(|()| reply));
             count_call(&mut run.tally, &mut run.clock, start, outcome.is_err());
             if session.blocked.is_none() {
                 run.replies.push(outcome.unwrap_or_else(|error| error));
@@ -1129,7 +1130,7 @@ impl Shared {
     /// Commits a transaction and tells WATCHers and blocked clients about the keys it wrote.
     /// With `deferred` (a run deferring its sync), the commit's sync point joins it instead of
     /// being waited for here.
-    fn commit(&self, mut tx: Tx<'_>, deferred: &mut Option<SyncPoint>) -> Result<(), Reply> {
+    fn commit(&self, tx: &mut Tx<'_>, deferred: &mut Option<SyncPoint>) -> Result<(), Reply> {
         // Without writes there is nothing to commit or sync (moved into the commit and back, a
         // reader's transaction cost a GET two percent); keys it names as changed without
         // writing them (SWAPDB's, which exchanges whole databases) are still told to their

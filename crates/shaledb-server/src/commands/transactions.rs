@@ -213,7 +213,7 @@ pub(super) fn exec(ctx: &mut Ctx, _: &[Bytes]) -> Outcome {
         ctx.session.streamed.clear();
     }
     ctx.session.in_exec = false;
-    let committed = shared.commit(tx, ctx.deferred_sync);
+    let committed = shared.commit(&mut tx, ctx.deferred_sync);
     drop(guards);
     end_transaction(ctx.session);
     committed?;

@@ -455,8 +455,11 @@ impl<'s> Tx<'s> {
 
     /// Commits every write as one engine batch, with the key counts they change; returns the
     /// keys written, for WATCH (none written while nothing was watched, see
-    /// `noting_writes_while_watched`). Nothing is written if it fails.
-    pub fn commit(self) -> Result<Vec<(usize, Bytes)>> {
+    /// `noting_writes_while_watched`). Nothing is written if it fails. Either way the
+    /// transaction is spent: its writes went to the batch, and it is only dropped after this.
+    /// It commits in place: moved by value, a transaction (a few hundred bytes of inline
+    /// buffers) was copied at each call, about 300 instructions of a pipelined INCR.
+    pub fn commit(&mut self) -> Result<Vec<(usize, Bytes)>> {
         let spaces = self.spaces.keyspaces;
         let (touched, point) = self.commit_unsynced()?;
         spaces[0].db.wait_synced(point)?;
@@ -465,7 +468,7 @@ impl<'s> Tx<'s> {
 
     /// Commits as `commit` does, but returns before the durability wait, with the point to
     /// sync (`Db::wait_synced`) before the writes are acknowledged.
-    pub fn commit_unsynced(mut self) -> Result<(Vec<(usize, Bytes)>, SyncPoint)> {
+    pub fn commit_unsynced(&mut self) -> Result<(Vec<(usize, Bytes)>, SyncPoint)> {
         let touched = std::mem::take(&mut self.touched);
         if self.writes.is_empty() && self.cleared.is_empty() {
             return Ok((touched, SyncPoint::default()));
@@ -509,10 +512,10 @@ impl<'s> Tx<'s> {
         for &(db, stripe) in &self.expiry_deletions {
             self.space_of(db).expiring.lower(stripe);
         }
-        for blob in self.staged {
+        for blob in std::mem::take(&mut self.staged) {
             blob.keep();
         }
-        for (space, id) in self.unlinked {
+        for (space, id) in std::mem::take(&mut self.unlinked) {
             space.release_blob(id);
         }
         Ok((touched, point))
