@@ -935,6 +935,55 @@ fn a_long_value_refused_while_queued_in_multi_aborts_the_transaction() {
 }
 
 #[test]
+fn a_full_server_still_deletes_and_then_takes_writes_again() {
+    // Deletes free space, so a server that refuses writes must still take them (the engine lets
+    // them use a headroom past the limit); once the cleaner has freed what they deleted, a write
+    // that was refused fits again.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--space-mb", "384", "--cache-mb", "16"],
+    );
+    let mut client = server.connect();
+    // Filled with ever smaller values until not even a small one fits.
+    let mut stored = 0;
+    for length in [MIB, 64 << 10, 4 << 10, 256] {
+        let value = "v".repeat(length);
+        let refusal = loop {
+            match client.call(&["SET", &format!("k{stored}"), &value]) {
+                Value::Status(status) if status == "OK" => stored += 1,
+                Value::Error(message) => break message,
+                other => panic!("SET of {length} bytes answered {other:?}"),
+            }
+            assert!(stored < 2000, "384 MiB of space held more than it can");
+        };
+        assert!(refusal.starts_with("ERR out of space"), "{refusal}");
+    }
+    for key in 0..stored {
+        assert_eq!(
+            client.call(&["DEL", &format!("k{key}")]),
+            Value::Int(1),
+            "DEL k{key} of {stored} on a full server"
+        );
+    }
+    let started = Instant::now();
+    loop {
+        match client.call(&["SET", "after", &"v".repeat(MIB)]) {
+            Value::Status(status) if status == "OK" => break,
+            Value::Error(message) if message.starts_with("ERR out of space") => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "{stored} values deleted, yet 1 MiB does not fit after 30 s: {message}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => panic!("SET after the deletes answered {other:?}"),
+        }
+    }
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(1));
+}
+
+#[test]
 fn an_unread_long_reply_does_not_keep_deleted_values_on_disk() {
     // A long string's reply is read from an engine snapshot as the socket takes it, and is not
     // charged anywhere ("such a reply is not held"). But the snapshot covers the whole KVDB: while

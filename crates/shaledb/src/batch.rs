@@ -13,6 +13,8 @@ pub struct WriteBatch {
     pub(crate) encoded_bytes: u64,
     /// The first invalid write: [`crate::Db::write`] then fails, writing nothing.
     pub(crate) error: Option<Error>,
+    /// Set by [`WriteBatch::mark_freeing`].
+    pub(crate) frees_space: bool,
 }
 
 impl WriteBatch {
@@ -66,6 +68,15 @@ impl WriteBatch {
     pub fn prefix_delete(&mut self, kvs: &Kvs, prefix: impl AsRef<[u8]>) {
         let prefix = prefix.as_ref().to_vec();
         self.push(kvs, RecordKind::PrefixTombstone, prefix, Bytes::new());
+    }
+
+    /// Marks the batch as one that frees space although it holds puts (a delete with its
+    /// bookkeeping: a count, a marker). Like a batch of deletes only, it may then use the
+    /// headroom past the space limit ([`crate::Options::space_delete_headroom_bytes`]) and is
+    /// never slowed, so a full KVDB can still be emptied. The headroom is small: a batch marked
+    /// so that stores data only takes room from the deletes that need it.
+    pub fn mark_freeing(&mut self) {
+        self.frees_space = true;
     }
 
     pub fn len(&self) -> usize {

@@ -140,6 +140,11 @@ impl BatchOp {
     }
 }
 
+/// Whether a batch only deletes: it may use the space limit's headroom for deletes.
+fn only_deletes(ops: &[BatchOp]) -> bool {
+    ops.iter().all(|op| !op.kind.has_value())
+}
+
 impl Engine {
     /// Appends `ops` as one atomic batch and applies them to the indexes.
     pub fn commit(&self, ops: BatchOps) -> Result<()> {
@@ -149,8 +154,10 @@ impl Engine {
     /// Like `commit`, but returns before the durability wait: the caller syncs the point
     /// (`wait_synced`) before it acknowledges the write. Readers see the batch at once, as they
     /// do during `commit`'s wait. Takes the operations out of `ops` once they are applied.
-    pub fn commit_unsynced(&self, ops: &mut BatchOps) -> Result<SyncPoint> {
-        self.commit_without_waiting(ops, &|_, _| Ok(()))
+    /// `frees`: the batch frees space (see `SpaceBudget::admit`), whatever puts it holds.
+    pub fn commit_unsynced(&self, ops: &mut BatchOps, frees: bool) -> Result<SyncPoint> {
+        let frees = frees || only_deletes(ops);
+        self.commit_without_waiting(ops, frees, &|_, _| Ok(()))
     }
 
     /// Waits until the log is durable up to `point`: one fdatasync serves every commit
@@ -176,7 +183,8 @@ impl Engine {
         mut ops: BatchOps,
         validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<()> {
-        let point = self.commit_without_waiting(&mut ops, validate)?;
+        let frees = only_deletes(&ops);
+        let point = self.commit_without_waiting(&mut ops, frees, validate)?;
         self.wait_synced(point)
     }
 
@@ -187,6 +195,7 @@ impl Engine {
     fn commit_without_waiting(
         &self,
         ops: &mut BatchOps,
+        frees: bool,
         validate: &dyn Fn(&ConflictTracker, &[BatchOp]) -> Result<()>,
     ) -> Result<SyncPoint> {
         self.check_open()?;
@@ -197,7 +206,7 @@ impl Engine {
         }
         // Pacing happens before any lock is taken, so a slowed writer blocks nobody.
         let total_bytes: usize = ops.iter().map(BatchOp::encoded_len).sum();
-        if let Some(delay) = self.store.space.admit(total_bytes as u64)? {
+        if let Some(delay) = self.store.space.admit(total_bytes as u64, frees)? {
             // The reserve is running low: give the cleaner time, in proportion.
             std::thread::sleep(delay);
             self.store

@@ -299,7 +299,8 @@ impl Db {
                 actual: batch.encoded_bytes,
             });
         }
-        self.engine.commit_unsynced(&mut batch.ops)
+        self.engine
+            .commit_unsynced(&mut batch.ops, batch.frees_space)
     }
 
     /// Waits until every write up to `point` is durable (nothing to wait for outside

@@ -144,6 +144,10 @@ pub struct Options {
     /// Segments of space kept in reserve below the limit: inside it the cleaner works at once
     /// and writers are slowed in proportion. Default 4.
     pub reserve_segments: u64,
+    /// Space past the limit that only batches of deletes may use, so a full KVDB can still be
+    /// emptied (on a filling file system, other writes stop this far before it is full).
+    /// Default 16 MiB: some hundred thousand deletes.
+    pub space_delete_headroom_bytes: u64,
     /// Create the KVDB when the directory is missing or empty. Default true. A directory that
     /// holds files but no KVDB is never taken over either way.
     pub create_if_missing: bool,
@@ -191,6 +195,7 @@ impl Default for Options {
             staging_bytes_max: 4 << 30,
             space_bytes_max: None,
             reserve_segments: 4,
+            space_delete_headroom_bytes: 16 << 20,
             create_if_missing: true,
             read_only: false,
             salvage: false,

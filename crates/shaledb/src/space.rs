@@ -7,6 +7,11 @@
 //! without writers ever stalling outright. A batch that would not fit at all fails with
 //! `ErrorKind::NoSpace` before anything is written.
 //!
+//! Deletes free space, so a full KVDB must still take them: past the limit lies a headroom
+//! (`Options::space_delete_headroom_bytes`) that only batches of deletes may use, and they are
+//! never slowed. On a file system that is filling up, the limit for everything else sits that
+//! far below what it can hold, so the headroom is always there.
+//!
 //! The same proportional pacing applies against the soft budget, live bytes divided by
 //! `space_target_live_ratio`: when writers outrun the cleaner and usage passes it, they slow
 //! down by how far past it usage is, so the cleaner's share of the device follows the ingest
@@ -25,7 +30,9 @@ const DELAY_MAX: Duration = Duration::from_millis(20);
 pub struct SpaceBudget {
     configured_max_bytes: Option<u64>,
     reserve_bytes: u64,
+    delete_headroom_bytes: u64,
     live_ratio_target: f64,
+    /// The limit of batches that store values; deletes may go `delete_headroom_bytes` past it.
     limit_bytes: AtomicU64,
     used_bytes: AtomicU64,
     /// Live bytes / target ratio, at the last refresh.
@@ -36,11 +43,13 @@ impl SpaceBudget {
     pub fn new(
         configured_max_bytes: Option<u64>,
         reserve_bytes: u64,
+        delete_headroom_bytes: u64,
         live_ratio_target: f64,
     ) -> Self {
         SpaceBudget {
             configured_max_bytes,
             reserve_bytes,
+            delete_headroom_bytes,
             live_ratio_target,
             limit_bytes: AtomicU64::new(u64::MAX),
             used_bytes: AtomicU64::new(0),
@@ -68,6 +77,8 @@ impl SpaceBudget {
             Error::io(format!("free space of {}", capacity_dir.display()), error)
         })?;
         let device_limit = used.saturating_add(available);
+        // Deletes may go past the limit by the headroom: the device must hold that much more.
+        let device_limit = device_limit.saturating_sub(self.delete_headroom_bytes);
         let limit = self
             .configured_max_bytes
             .map_or(device_limit, |max| max.min(device_limit));
@@ -104,11 +115,13 @@ impl SpaceBudget {
     }
 
     /// Admits a write of `bytes`: `Ok(None)` to go ahead, `Ok(Some(delay))` to go ahead after
-    /// `delay`, or `NoSpace` when it cannot fit.
-    pub fn admit(&self, bytes: u64) -> Result<Option<Duration>> {
+    /// `delay`, or `NoSpace` when it cannot fit. A batch of deletes only (`frees`) may use the
+    /// headroom past the limit and is never slowed.
+    pub fn admit(&self, bytes: u64, frees: bool) -> Result<Option<Duration>> {
         let (used, limit) = self.usage();
         let after = used.saturating_add(bytes);
-        if after > limit {
+        let headroom = if frees { self.delete_headroom_bytes } else { 0 };
+        if after > limit.saturating_add(headroom) {
             return Err(Error::io(
                 format!(
                     "a write of {bytes} bytes does not fit: {used} of {limit} bytes of the capacity class are in use \
@@ -117,7 +130,7 @@ impl SpaceBudget {
                 std::io::Error::from_raw_os_error(libc::ENOSPC),
             ));
         }
-        if self.reserve_bytes == 0 {
+        if self.reserve_bytes == 0 || frees {
             return Ok(None);
         }
         // How deep usage is into the hard reserve, and how far past the soft budget (in
@@ -138,7 +151,7 @@ mod tests {
     use super::*;
 
     fn budget(used: u64, limit: u64, reserve: u64) -> SpaceBudget {
-        let budget = SpaceBudget::new(Some(limit), reserve, 0.75);
+        let budget = SpaceBudget::new(Some(limit), reserve, 50, 0.75);
         budget.used_bytes.store(used, Ordering::Relaxed);
         budget.limit_bytes.store(limit, Ordering::Relaxed);
         budget
@@ -147,16 +160,16 @@ mod tests {
     #[test]
     fn writers_slow_down_smoothly_then_get_a_clear_error() {
         let ample = budget(10, 1000, 200);
-        assert_eq!(ample.admit(100).unwrap(), None);
+        assert_eq!(ample.admit(100, false).unwrap(), None);
         assert!(!ample.under_pressure());
-        let shallow = budget(810, 1000, 200).admit(10).unwrap().unwrap();
-        let deep = budget(950, 1000, 200).admit(10).unwrap().unwrap();
+        let shallow = budget(810, 1000, 200).admit(10, false).unwrap().unwrap();
+        let deep = budget(950, 1000, 200).admit(10, false).unwrap().unwrap();
         assert!(
             shallow < deep && deep <= DELAY_MAX,
             "{shallow:?} < {deep:?}"
         );
         assert!(budget(900, 1000, 200).under_pressure());
-        let error = budget(995, 1000, 200).admit(10).unwrap_err();
+        let error = budget(995, 1000, 200).admit(10, false).unwrap_err();
         assert_eq!(error.kind(), crate::error::ErrorKind::NoSpace);
         assert!(error.to_string().contains("does not fit"), "{error}");
     }
@@ -166,13 +179,31 @@ mod tests {
         let budget = budget(500, 10_000, 100);
         budget.soft_limit_bytes.store(400, Ordering::Relaxed); // live 300 at a 0.75 target
         assert!(budget.under_pressure());
-        let delay = budget.admit(10).unwrap().unwrap();
+        let delay = budget.admit(10, false).unwrap().unwrap();
         assert_eq!(
             delay, DELAY_MAX,
             "a full reserve past the soft budget gets the longest delay"
         );
         budget.soft_limit_bytes.store(480, Ordering::Relaxed);
-        assert!(budget.admit(10).unwrap().unwrap() < DELAY_MAX);
+        assert!(budget.admit(10, false).unwrap().unwrap() < DELAY_MAX);
+    }
+
+    #[test]
+    fn deletes_fit_past_the_limit_by_the_headroom_and_are_never_slowed() {
+        let full = budget(995, 1000, 200);
+        assert_eq!(
+            full.admit(40, true).unwrap(),
+            None,
+            "deletes go ahead at once"
+        );
+        assert_eq!(full.admit(55, true).unwrap(), None, "up to the headroom");
+        let error = full.admit(56, true).unwrap_err();
+        assert_eq!(error.kind(), crate::error::ErrorKind::NoSpace);
+        assert_eq!(
+            full.admit(10, false).unwrap_err().kind(),
+            crate::error::ErrorKind::NoSpace,
+            "the headroom is for deletes only"
+        );
     }
 
     #[test]

@@ -63,3 +63,41 @@ fn full_budget_is_a_clear_error_and_keeps_acknowledged_data() {
     kvs.put(b"more room", b"now fits").unwrap();
     assert!(db.check().unwrap().is_ok());
 }
+
+#[test]
+fn a_full_budget_still_takes_deletes_and_gets_the_room_back() {
+    // Deletes free space, so a KVDB whose writes are refused must still take them: they use a
+    // headroom past the limit, and once the cleaner has freed what they deleted, writes fit again.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(16)).unwrap();
+    let kvs = db.kvs("t").unwrap();
+    let mut stored = 0u32;
+    let refusal = loop {
+        match kvs.put(stored.to_be_bytes(), vec![7u8; 4000]) {
+            Ok(()) => stored += 1,
+            Err(error) => break error,
+        }
+        assert!(stored < 10_000, "16 MiB cannot hold 40 MB of live data");
+    };
+    assert_eq!(refusal.kind(), ErrorKind::NoSpace, "{refusal}");
+    for first in (0..stored).step_by(100) {
+        let mut batch = shaledb::WriteBatch::new();
+        for key in first..(first + 100).min(stored) {
+            batch.delete(&kvs, key.to_be_bytes());
+        }
+        db.write(batch)
+            .unwrap_or_else(|error| panic!("deleting from key {first} of a full KVDB: {error}"));
+    }
+    assert_eq!(kvs.len().unwrap(), 0);
+    let started = std::time::Instant::now();
+    while let Err(error) = kvs.put(b"after", vec![8u8; 4000]) {
+        assert_eq!(error.kind(), ErrorKind::NoSpace, "{error}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the cleaner did not free the deleted values' space in 30 s: {error}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(kvs.get(b"after").unwrap(), Some(vec![8u8; 4000].into()));
+    assert!(db.check().unwrap().is_ok());
+}

@@ -476,6 +476,10 @@ impl<'s> Tx<'s> {
         let mut batch = WriteBatch::with_capacity(
             self.cleared.len() + self.writes.len() + self.count_deltas.len(),
         );
+        // Deletes whose only puts are the key counts free space: a full server still takes them.
+        if self.writes.iter().all(|(_, _, value)| value.is_none()) {
+            batch.mark_freeing();
+        }
         for (db, prefix) in self.cleared.iter() {
             batch.prefix_delete(&self.space_of(*db).kvs, prefix);
         }

@@ -120,6 +120,7 @@ impl Store {
         let space = SpaceBudget::new(
             options.space_bytes_max,
             options.reserve_segments * options.segment_bytes,
+            options.space_delete_headroom_bytes,
             // Without a cleaner nothing could bring usage back under a soft budget.
             if options.cleaner {
                 options.space_target_live_ratio
