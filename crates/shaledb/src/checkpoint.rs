@@ -80,7 +80,7 @@ impl CheckpointEncoder {
     pub fn finish(mut self) -> Vec<u8> {
         self.bytes.push(0);
         self.bytes.extend_from_slice(&self.entries.to_le_bytes());
-        let crc = crc32c::crc32c(&self.bytes);
+        let crc = crate::checksum::crc32c(&self.bytes);
         self.bytes.extend_from_slice(&crc.to_le_bytes());
         self.bytes
     }
@@ -256,7 +256,7 @@ pub(crate) fn decode(mut bytes: Vec<u8>, path: &Path) -> Result<Checkpoint> {
     }
     let body_len = bytes.len() - 4;
     let crc = u32::from_le_bytes(bytes[body_len..].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&bytes[..body_len]) != crc {
+    if crate::checksum::crc32c(&bytes[..body_len]) != crc {
         return Err(corrupt(body_len, "checkpoint CRC mismatch"));
     }
     bytes.truncate(body_len);
@@ -360,7 +360,7 @@ mod tests {
         bytes.extend_from_slice(&0u16.to_le_bytes());
         bytes.push(0);
         bytes.extend_from_slice(&1u64.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes);
+        let crc = crate::checksum::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
         let checkpoint = decode(bytes, Path::new("v1")).unwrap();
         let entries: Vec<_> = checkpoint.entries().map(Result::unwrap).collect();
@@ -380,7 +380,7 @@ mod tests {
         assert_eq!(&good[tag_at..tag_at + 2], &[1, 5]);
         let with_crc = |mut bytes: Vec<u8>| {
             let body = bytes.len() - 4;
-            let crc = crc32c::crc32c(&bytes[..body]);
+            let crc = crate::checksum::crc32c(&bytes[..body]);
             bytes[body..].copy_from_slice(&crc.to_le_bytes());
             bytes
         };

@@ -84,7 +84,7 @@ pub fn checksummed_body<'a>(bytes: &'a [u8], path: &Path, what: &str) -> Result<
         return Err(Error::corruption(path, 0, format!("{what} too short")));
     };
     let (body, crc) = bytes.split_at(body_len);
-    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+    if crate::checksum::crc32c(body) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
         return Err(Error::corruption(
             path,
             body_len as u64,

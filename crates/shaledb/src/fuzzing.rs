@@ -36,7 +36,7 @@ pub fn record(bytes: &[u8]) {
         let key_len = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
         let value_len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
         let end = record::encoded_len(key_len, value_len).min(bytes.len());
-        let crc = crc32c::crc32c(&resealed[record::CRC_BYTES..end]);
+        let crc = crate::checksum::crc32c(&resealed[record::CRC_BYTES..end]);
         resealed[..record::CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
         decode_record(&resealed);
     }
@@ -301,7 +301,7 @@ mod tests {
         .as_slice()[..36]
             .to_vec();
         reserved_set[14] = 1;
-        let crc = crc32c::crc32c(&reserved_set[..32]);
+        let crc = crate::checksum::crc32c(&reserved_set[..32]);
         reserved_set[32..36].copy_from_slice(&crc.to_le_bytes());
         segment_header(&reserved_set);
         let error = SegmentHeader::decode(&reserved_set, Path::new("x")).unwrap_err();

@@ -42,7 +42,7 @@ impl Identity {
             .as_ref()
             .map_or(&[][..], |home| home.as_os_str().as_bytes());
         bytes.put_bytes16(owner);
-        let crc = crc32c::crc32c(&bytes);
+        let crc = crate::checksum::crc32c(&bytes);
         bytes.put_u32(crc);
         replace_file_durably(dir, FILE_NAME, &bytes)
     }

@@ -27,6 +27,7 @@ mod cache;
 mod check;
 mod checkpoint;
 mod checkpointer;
+mod checksum;
 mod codec;
 mod commit;
 mod compression;

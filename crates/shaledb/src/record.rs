@@ -164,7 +164,7 @@ pub fn encode_into(out: &mut [u8], record: &RecordRef<'_>) {
     key.copy_from_slice(record.key);
     value.copy_from_slice(record.stored_value);
     // One pass over everything after the CRC: the header's rest and the body are contiguous.
-    let crc = crc32c::crc32c(&out[CRC_BYTES..]);
+    let crc = crate::checksum::crc32c(&out[CRC_BYTES..]);
     out[..CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -205,7 +205,7 @@ pub fn decode(bytes: &[u8]) -> Result<RecordRef<'_>, DecodeError> {
     if bytes.len() < total {
         return Err(DecodeError::Truncated { needed: total });
     }
-    if crc32c::crc32c(&bytes[4..total]) != crc {
+    if crate::checksum::crc32c(&bytes[4..total]) != crc {
         return Err(DecodeError::Corrupt("CRC mismatch"));
     }
     let key = &bytes[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + key_len];
@@ -254,7 +254,7 @@ mod tests {
 
     /// Makes the CRC of the record in `bytes` match its (changed) contents.
     fn reseal(bytes: &mut [u8]) {
-        let crc = crc32c::crc32c(&bytes[CRC_BYTES..]);
+        let crc = crate::checksum::crc32c(&bytes[CRC_BYTES..]);
         bytes[..CRC_BYTES].copy_from_slice(&crc.to_le_bytes());
     }
 

@@ -81,7 +81,7 @@ impl Encoder {
             bytes.put_u32(*kvs_id);
             bytes.put_bytes16(key);
         }
-        let crc = crc32c::crc32c(&bytes);
+        let crc = crate::checksum::crc32c(&bytes);
         bytes.put_u32(crc);
         bytes
     }
@@ -205,7 +205,7 @@ mod tests {
     /// Puts a valid checksum on `bytes`, so a test reaches the checks behind it.
     fn resealed(mut bytes: Vec<u8>) -> Vec<u8> {
         let body = bytes.len() - CRC_BYTES;
-        let crc = crc32c::crc32c(&bytes[..body]);
+        let crc = crate::checksum::crc32c(&bytes[..body]);
         bytes[body..].copy_from_slice(&crc.to_le_bytes());
         bytes
     }

@@ -256,7 +256,7 @@ fn record_crc(offset: u64, len: u32, payload: &[u8]) -> u32 {
     let mut head = [0u8; 12];
     head[..8].copy_from_slice(&offset.to_le_bytes());
     head[8..].copy_from_slice(&len.to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&head), payload)
+    crate::checksum::crc32c_append(crate::checksum::crc32c(&head), payload)
 }
 
 /// The payload of the valid record at `at` in `bytes`, if there is one.

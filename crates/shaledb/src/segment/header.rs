@@ -93,7 +93,7 @@ impl SegmentHeader {
         bytes.extend_from_slice(&[0, 0]);
         bytes.extend_from_slice(&u64::from(self.id.0).to_le_bytes());
         bytes.extend_from_slice(&self.created_seqno.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes);
+        let crc = crate::checksum::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
         let mut page = AlignedBuf::zeroed(PAGE_BYTES);
         page.extend_from_slice(&bytes);
@@ -117,7 +117,7 @@ impl SegmentHeader {
             return Err(corrupt("bad magic"));
         }
         let crc = u32::from_le_bytes(bytes[32..36].try_into().expect("4 bytes"));
-        if crc32c::crc32c(&bytes[0..32]) != crc {
+        if crate::checksum::crc32c(&bytes[0..32]) != crc {
             return Err(corrupt("CRC mismatch"));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));

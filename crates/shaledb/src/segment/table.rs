@@ -29,7 +29,7 @@ impl Seal {
     /// would, for 4 bytes hashed per record instead of all of it (hashing whole records cost 7%
     /// more instructions per put).
     pub fn chain(records_crc: u32, encoded: &[u8]) -> u32 {
-        crc32c::crc32c_append(records_crc, &encoded[..crate::record::CRC_BYTES])
+        crate::checksum::crc32c_append(records_crc, &encoded[..crate::record::CRC_BYTES])
     }
 }
 
