@@ -215,6 +215,60 @@ fn commands_reply_like_redis_and_errors_keep_the_connection() {
 }
 
 #[test]
+fn incr_rewrites_a_counter_in_place_keeping_what_redis_keeps() {
+    // INCR of an existing counter rewrites its record with one lookup; every other case goes
+    // the general way. Both must keep the TTL, count the key once, and wake WATCH.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut client = server.connect();
+    assert_eq!(client.call(&["SET", "n", "10", "EX", "100"]), ok());
+    assert_eq!(client.call(&["INCRBY", "n", "5"]), Value::Int(15));
+    assert_eq!(client.call(&["DECR", "n"]), Value::Int(14));
+    assert!(
+        matches!(client.call(&["TTL", "n"]), Value::Int(ttl) if (1..=100).contains(&ttl)),
+        "INCR keeps the TTL"
+    );
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(1));
+    // An expired counter starts again from zero, without a TTL.
+    assert_eq!(client.call(&["SET", "gone", "41", "PX", "1"]), ok());
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(client.call(&["INCR", "gone"]), Value::Int(1));
+    assert_eq!(client.call(&["TTL", "gone"]), Value::Int(-1));
+    // Overflow and a value that is no integer leave the counter as it was.
+    assert_eq!(client.call(&["SET", "big", &i64::MAX.to_string()]), ok());
+    assert_eq!(
+        client.call(&["INCR", "big"]),
+        Value::Error("ERR increment or decrement would overflow".into())
+    );
+    assert_eq!(client.call(&["GET", "big"]), bulk(&i64::MAX.to_string()));
+    assert_eq!(client.call(&["SET", "word", "ten"]), ok());
+    assert_eq!(
+        client.call(&["INCR", "word"]),
+        Value::Error("ERR value is not an integer or out of range".into())
+    );
+    // A string longer than a record is kept as a blob: no counter either.
+    let long = "1".repeat(600 << 10);
+    assert_eq!(client.call(&["SET", "long", &long]), ok());
+    assert_eq!(
+        client.call(&["INCR", "long"]),
+        Value::Error("ERR value is not an integer or out of range".into())
+    );
+    assert_eq!(client.call(&["RPUSH", "list", "a"]), Value::Int(1));
+    assert!(
+        matches!(client.call(&["INCR", "list"]), Value::Error(e) if e.starts_with("WRONGTYPE"))
+    );
+    // WATCH sees a counter rewritten by another client.
+    assert_eq!(client.call(&["WATCH", "n"]), ok());
+    let mut other = server.connect();
+    assert_eq!(other.call(&["INCR", "n"]), Value::Int(15));
+    assert_eq!(client.call(&["MULTI"]), ok());
+    assert_eq!(client.call(&["INCR", "n"]), Value::Status("QUEUED".into()));
+    assert_eq!(client.call(&["EXEC"]), Value::Nil);
+    assert_eq!(client.call(&["GET", "n"]), bulk("15"));
+    assert_eq!(client.call(&["DBSIZE"]), Value::Int(6));
+}
+
+#[test]
 fn garbage_and_huge_headers_get_an_error_and_a_closed_connection() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("db"), &["--max-bulk-bytes", "1048576"]);

@@ -240,18 +240,24 @@ pub(super) fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 fn add_to_integer(ctx: &mut Ctx, key: &[u8], delta: i64) -> Outcome {
     let mut view = ctx.view();
+    let added = |current: i64| {
+        current
+            .checked_add(delta)
+            .ok_or_else(|| Reply::error("ERR increment or decrement would overflow"))
+    };
+    let mut digits = itoa::Buffer::new();
+    // A counter that exists is a short string: rewritten in place, with one lookup.
+    if let Some(found) = view.live_short_string(key)? {
+        let updated = added(parse_int(&found.value)?)?;
+        view.rewrite_short_string(key, found, digits.format(updated).as_bytes());
+        return Ok(Reply::Integer(updated));
+    }
     let current = match view.get_string(key)? {
         Some(value) => parse_int(&value)?,
         None => 0,
     };
-    let updated = current
-        .checked_add(delta)
-        .ok_or_else(|| Reply::error("ERR increment or decrement would overflow"))?;
-    view.set_string(
-        key,
-        itoa::Buffer::new().format(updated).as_bytes(),
-        SetExpiry::Keep,
-    )?;
+    let updated = added(current)?;
+    view.set_string(key, digits.format(updated).as_bytes(), SetExpiry::Keep)?;
     Ok(Reply::Integer(updated))
 }
 

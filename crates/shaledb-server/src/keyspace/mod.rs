@@ -75,7 +75,7 @@ pub use blobs::{BlobIds, BlobReader, StagedBlob, Upload, CHUNK_BYTES};
 pub use expiry::{expire_due, ExpireCondition};
 pub use lists::{ListEnd, Pivot};
 pub use packed::Packing;
-pub use strings::{SetCondition, SetExpiry, StringInput, StringValue};
+pub use strings::{SetCondition, SetExpiry, ShortString, StringInput, StringValue};
 pub use tx::{KeyRecords, Savepoint, Tx, View};
 pub use zsets::{LexBound, Ranked, ScoreBound};
 

@@ -50,6 +50,12 @@ impl StringValue {
 
 /// What a write makes a string hold: bytes at hand (a request's argument among them, copied
 /// once, by `View::put_record`), or a blob its client sent.
+/// A live short string found by `View::live_short_string`: its value and where it is stored.
+pub struct ShortString {
+    record: Vec<u8>,
+    pub value: Bytes,
+}
+
 pub enum StringInput<'a> {
     Bytes(&'a [u8]),
     Staged(StagedBlob),
@@ -203,6 +209,30 @@ impl View<'_, '_> {
         }
         self.touch(key);
         Ok(())
+    }
+
+    /// The live short string at `key`, to rewrite in place (`rewrite_short_string`): INCR's read
+    /// and write with one lookup of its record, where reading through `get_string` and writing
+    /// through `set_string` looked the record and the expiry up twice. `None` when the key holds
+    /// anything else (nothing, an expired or long string, another type): then the caller reads
+    /// and writes it the general way.
+    pub fn live_short_string(&self, key: &[u8]) -> Result<Option<ShortString>> {
+        let record = record_key(key, tag::STRING, &[])?;
+        let Some(value) = self.record(&record)? else {
+            return Ok(None);
+        };
+        if self.expires_at(key)?.is_some_and(|at| at <= now_ms()) {
+            return Ok(None);
+        }
+        Ok(Some(ShortString { record, value }))
+    }
+
+    /// Replaces the string `found` with `data` (short: at most a chunk), keeping its expiry; the
+    /// key stays counted.
+    pub fn rewrite_short_string(&mut self, key: &[u8], found: ShortString, data: &[u8]) {
+        debug_assert!(data.len() <= CHUNK_BYTES);
+        self.put_record(found.record, data);
+        self.touch(key);
     }
 
     /// SET with its conditions; returns whether it wrote.
