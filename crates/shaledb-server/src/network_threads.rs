@@ -149,12 +149,18 @@ impl NetworkThreads {
         for _ in 0..balance.count {
             let runtime = Builder::new_current_thread()
                 .enable_all()
+                // Under `sync` the waits of a turn's connections are synced together when the
+                // thread runs out of work (syncer.rs).
+                .on_thread_park(crate::syncer::sync_idle_thread)
                 .build()
                 .context("starting a network thread's runtime")?;
             runtimes.push(runtime.handle().clone());
             std::thread::Builder::new()
                 .name("shale-serve".into())
-                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .spawn(move || {
+                    crate::syncer::syncs_when_idle();
+                    runtime.block_on(std::future::pending::<()>())
+                })
                 .context("starting a network thread")?;
         }
         Ok(NetworkThreads {
