@@ -62,22 +62,26 @@ pub fn sync_idle_thread() {
     let gathered = GATHERED.with_borrow_mut(|gathered| {
         (!gathered.answers.is_empty()).then(|| std::mem::take(gathered))
     });
-    let Some(gathered) = gathered else {
-        return;
-    };
-    let synced = sync(&gathered.db, gathered.point);
-    for answer in gathered.answers {
-        // A connection that left meanwhile needs no answer.
-        let _ = answer.send(synced.clone());
+    if let Some(gathered) = gathered {
+        sync_and_answer(&gathered.db, gathered.point, gathered.answers);
     }
 }
 
-fn sync(db: &Weak<Db>, point: SyncPoint) -> Synced {
-    match db.upgrade() {
+/// Syncs the log past `point` (one fdatasync) and tells each waiter how it went.
+fn sync_and_answer(
+    db: &Weak<Db>,
+    point: SyncPoint,
+    answers: impl IntoIterator<Item = oneshot::Sender<Synced>>,
+) {
+    let synced = match db.upgrade() {
         Some(db) => db
             .wait_synced(point)
             .map_err(|error| format!("the log could not be synced: {error}")),
         None => Err("the KVDB is closed".into()),
+    };
+    for answer in answers {
+        // A connection that left meanwhile needs no answer.
+        let _ = answer.send(synced.clone());
     }
 }
 
@@ -146,11 +150,7 @@ fn sync_while_asked(
         for (each, _) in &waiting {
             point.merge(*each);
         }
-        let synced = sync(db, point);
-        for (_, answer) in waiting {
-            // A connection that left meanwhile needs no answer.
-            let _ = answer.send(synced.clone());
-        }
+        sync_and_answer(db, point, waiting.into_iter().map(|(_, answer)| answer));
     }
 }
 

@@ -155,8 +155,8 @@ pub async fn serve_client(
 }
 
 /// Sends the replies once the writes they acknowledge are durable (one fdatasync serves every
-/// connection of the network thread's turn, see syncer.rs); returns false if the client is to be closed: the sync failed (the replies are
-/// withheld) or the client stopped reading.
+/// connection of the network thread's turn, see syncer.rs); returns false if the client is to
+/// be closed: the sync failed (the replies are withheld) or the client stopped reading.
 async fn write(memcached: &Memcached, stream: &mut TcpStream, output: &mut Output) -> bool {
     if let Err(reason) = memcached
         .syncer
