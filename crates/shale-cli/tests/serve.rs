@@ -269,6 +269,88 @@ fn incr_rewrites_a_counter_in_place_keeping_what_redis_keeps() {
 }
 
 #[test]
+fn large_collections_are_counted_and_sampled_from_the_index_as_a_walk_would() {
+    // Past the packed size a set, hash and sorted set hold a record per member; SCARD, HLEN
+    // and ZCARD count them and SPOP and SRANDMEMBER pick them from the index, leaf by leaf.
+    // Inside MULTI, after the transaction's own writes, they walk the records instead.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let mut client = server.connect();
+    let members: Vec<String> = (0..3000).map(|n| format!("member:{n:06}")).collect();
+    for chunk in members.chunks(500) {
+        let mut sadd = vec!["SADD", "set"];
+        let mut hset = vec!["HSET", "hash"];
+        let mut zadd = vec!["ZADD", "zset"];
+        for member in chunk {
+            sadd.push(member);
+            hset.extend([member.as_str(), "v"]);
+            zadd.extend(["1", member.as_str()]);
+        }
+        assert_eq!(client.call(&sadd), Value::Int(500));
+        assert_eq!(client.call(&hset), Value::Int(500));
+        assert_eq!(client.call(&zadd), Value::Int(500));
+    }
+    assert_eq!(client.call(&["SCARD", "set"]), Value::Int(3000));
+    assert_eq!(client.call(&["HLEN", "hash"]), Value::Int(3000));
+    assert_eq!(client.call(&["ZCARD", "zset"]), Value::Int(3000));
+    let name = |value: &Value| match value {
+        Value::Bulk(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+        other => panic!("a member, not {other:?}"),
+    };
+    // Random picks spread over the set (all 200 from one member would mean a biased pick).
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        let member = name(&client.call(&["SRANDMEMBER", "set"]));
+        assert!(members.contains(&member), "{member} was never added");
+        seen.insert(member);
+    }
+    assert!(seen.len() > 100, "200 picks found {} members", seen.len());
+    let Value::Array(five) = client.call(&["SRANDMEMBER", "set", "5"]) else {
+        panic!("SRANDMEMBER with a count answers an array");
+    };
+    let five: std::collections::BTreeSet<String> = five.iter().map(name).collect();
+    assert_eq!(five.len(), 5, "distinct members");
+    // SPOP removes what it answers, and the count follows.
+    let mut popped = std::collections::BTreeSet::new();
+    for _ in 0..50 {
+        popped.insert(name(&client.call(&["SPOP", "set"])));
+    }
+    let Value::Array(more) = client.call(&["SPOP", "set", "100"]) else {
+        panic!("SPOP with a count answers an array");
+    };
+    popped.extend(more.iter().map(name));
+    assert_eq!(popped.len(), 150, "no member popped twice");
+    assert_eq!(client.call(&["SCARD", "set"]), Value::Int(2850));
+    for member in &popped {
+        assert_eq!(client.call(&["SISMEMBER", "set", member]), Value::Int(0));
+    }
+    // Inside MULTI the transaction's own adds and removes are counted.
+    assert_eq!(client.call(&["MULTI"]), ok());
+    for command in [
+        &["SADD", "set", "new"][..],
+        &["SREM", "set", &members[0], &members[1]],
+        &["SCARD", "set"],
+        &["HDEL", "hash", &members[2]],
+        &["HLEN", "hash"],
+    ] {
+        assert_eq!(client.call(command), Value::Status("QUEUED".into()));
+    }
+    let Value::Array(replies) = client.call(&["EXEC"]) else {
+        panic!("EXEC answers an array");
+    };
+    let removed = [&members[0], &members[1]]
+        .iter()
+        .filter(|member| !popped.contains(**member))
+        .count() as i64;
+    assert_eq!(replies[2], Value::Int(2851 - removed));
+    assert_eq!(replies[4], Value::Int(2999));
+    // The last members of a set popped one by one, then none.
+    assert_eq!(client.call(&["DEL", "set"]), Value::Int(1));
+    assert_eq!(client.call(&["SPOP", "set"]), Value::Nil);
+    assert_eq!(client.call(&["SCARD", "set"]), Value::Int(0));
+}
+
+#[test]
 fn garbage_and_huge_headers_get_an_error_and_a_closed_connection() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("db"), &["--max-bulk-bytes", "1048576"]);

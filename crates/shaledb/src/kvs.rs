@@ -123,6 +123,29 @@ impl Kvs {
             .read_group(&self.state, lower, upper, keys_max, bytes_max)
     }
 
+    /// How many keys `range` holds now and the keys at the positions `choose` picks for that
+    /// count (ascending, each below it), read at one moment from the index (no device reads),
+    /// leaf by leaf where a cursor or `range_size` steps key by key: a large object's size, or a
+    /// random sample of its records. `None` when the range spans key groups
+    /// (`KvsOptions::key_groups`).
+    pub fn count_and_pick<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        choose: impl FnOnce(usize) -> Vec<usize>,
+    ) -> Result<Option<(usize, Vec<Bytes>)>> {
+        self.check_live()?;
+        let lower = range.start_bound().map(AsRef::as_ref);
+        let upper = range.end_bound().map(AsRef::as_ref);
+        Ok(self
+            .state
+            .index
+            .count_and_pick_in_group(lower, upper, choose)
+            .map(|(count, keys)| {
+                let keys = keys.into_iter().map(|key| Bytes::from(Vec::from(key)));
+                (count, keys.collect())
+            }))
+    }
+
     /// How many keys `range` holds now and the bytes of their records on media, counted from
     /// the index (no device reads; old versions kept for snapshots not included).
     pub fn range_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<RangeSize> {

@@ -751,6 +751,55 @@ fn read_group_reads_what_a_cursor_reads() {
     drop(snapshot);
 }
 
+/// `count_and_pick` counts a group's keys and picks keys by position from the index, as a
+/// cursor sees them after deletes and overwrites; it declines a range across groups.
+#[test]
+fn count_and_pick_counts_and_picks_what_a_cursor_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_options()).unwrap();
+    let grouped = grouped_kvs(&db);
+    for n in 0..3000 {
+        grouped.put(format!("ab{n:05}"), "v").unwrap();
+        grouped.put(format!("ac{n:05}"), "w").unwrap();
+    }
+    for n in (0..3000).step_by(7) {
+        grouped.delete(format!("ab{n:05}")).unwrap();
+    }
+    let group: (&[u8], &[u8]) = (b"ab", b"ab\xff");
+    let keys: Vec<bytes::Bytes> = grouped
+        .range(group.0..group.1)
+        .keys()
+        .map(Result::unwrap)
+        .collect();
+    let (count, picked) = grouped
+        .count_and_pick(group.0..group.1, |count| {
+            vec![0, count / 2, count - 1, count]
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(count, keys.len());
+    assert_eq!(
+        picked,
+        [
+            keys[0].clone(),
+            keys[count / 2].clone(),
+            keys[count - 1].clone()
+        ]
+    );
+    let (count, _) = grouped
+        .count_and_pick(&b"ab01000"[..]..&b"ab02000"[..], |_| Vec::new())
+        .unwrap()
+        .unwrap();
+    assert_eq!(count, (1000..2000).filter(|n| n % 7 != 0).count());
+    assert_eq!(
+        grouped
+            .count_and_pick(&b"ab"[..]..&b"ac\xff"[..], |_| Vec::new())
+            .unwrap(),
+        None,
+        "two groups"
+    );
+}
+
 /// A group read while batches rewrite every key of the group (values past the index's and with
 /// a cache too small to keep them, so most are device reads) and the cleaner moves and frees
 /// their records: each read sees all of one batch, never a mix or a missing key.

@@ -38,7 +38,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use shaledb::{Db, ErrorKind, SyncPoint};
 use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -1432,6 +1432,28 @@ fn serve_or_block(
 }
 
 /// `count` distinct members of `members` chosen at random, in random order.
+/// `wanted` distinct positions below `count` chosen at random (all of them if fewer), in
+/// ascending order (Floyd's sampling: `wanted` draws whatever `count` is).
+fn random_positions(count: usize, wanted: usize) -> Vec<usize> {
+    if wanted >= count {
+        return (0..count).collect();
+    }
+    let mut chosen = BTreeSet::new();
+    for bound in count - wanted..count {
+        let at = (random_u64() % (bound as u64 + 1)) as usize;
+        if !chosen.insert(at) {
+            chosen.insert(bound);
+        }
+    }
+    chosen.into_iter().collect()
+}
+
+/// `items` in a random order.
+fn shuffled<T>(items: Vec<T>) -> Vec<T> {
+    let count = items.len();
+    choose(items, count)
+}
+
 fn choose<T>(mut members: Vec<T>, count: usize) -> Vec<T> {
     let count = count.min(members.len());
     for index in 0..count {

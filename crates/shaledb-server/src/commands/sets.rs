@@ -1,8 +1,8 @@
 //! Set commands.
 
 use super::{
-    bulk_or_nil, bulks, choose, intercard_args, parse_int, random_items, reply_fits, syntax_error,
-    Ctx, Outcome,
+    bulk_or_nil, bulks, intercard_args, parse_int, random_items, random_positions, reply_fits,
+    shuffled, syntax_error, Ctx, Outcome,
 };
 use crate::keyspace::KeyType;
 use crate::resp::Reply;
@@ -70,8 +70,11 @@ fn count_arg(args: &[Bytes], repeats_allowed: bool) -> Result<Option<i64>, Reply
 pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let count = count_arg(args, false)?;
     let mut view = ctx.view();
-    let members = view.member_names(&args[1], KeyType::Set)?;
-    let chosen = choose(members, count.map_or(1, |count| count as usize));
+    let wanted = count.map_or(1, |count| count as usize);
+    let picked = view.pick_members(&args[1], KeyType::Set, |members| {
+        random_positions(members, wanted)
+    })?;
+    let chosen = shuffled(picked);
     view.remove_members(&args[1], KeyType::Set, &chosen)?;
     Ok(match count {
         None => bulk_or_nil(chosen.into_iter().next()),
@@ -81,10 +84,25 @@ pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub(super) fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let count = count_arg(args, true)?;
-    let members = ctx.view().member_names(&args[1], KeyType::Set)?;
+    let view = ctx.view();
     Ok(match count {
-        None => bulk_or_nil(choose(members, 1).into_iter().next()),
-        Some(count) => bulks(random_items(ctx.shared, members, count)?),
+        None => bulk_or_nil(
+            view.pick_members(&args[1], KeyType::Set, |members| {
+                random_positions(members, 1)
+            })?
+            .pop(),
+        ),
+        Some(count) if count >= 0 => {
+            let wanted = count as usize;
+            let picked = view.pick_members(&args[1], KeyType::Set, |members| {
+                random_positions(members, wanted)
+            })?;
+            bulks(shuffled(picked))
+        }
+        Some(count) => {
+            let members = view.member_names(&args[1], KeyType::Set)?;
+            bulks(random_items(ctx.shared, members, count)?)
+        }
     })
 }
 

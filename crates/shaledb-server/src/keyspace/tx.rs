@@ -919,27 +919,95 @@ impl<'t, 's> View<'t, 's> {
                 .into_iter()
                 .map(|(member, _)| member)
                 .collect()),
-            Some(Members::Records) => {
-                let member_tag = member_tag(kind)?;
-                let prefix_len = record_key(key, member_tag, &[])?.len();
-                let mut names = Vec::new();
-                for item in self.members(key, member_tag, false)? {
-                    names.push(item?.0.slice(prefix_len..));
-                }
-                Ok(names)
-            }
+            Some(Members::Records) => self.record_member_names(key, member_tag(kind)?),
         }
     }
 
-    /// How many members the collection `key` has (a walk of the index, no device reads, or
+    /// The members of a collection held one record per member, by a walk of their records.
+    fn record_member_names(&self, key: &[u8], member_tag: u8) -> Result<Vec<Bytes>> {
+        let prefix_len = record_key(key, member_tag, &[])?.len();
+        let mut names = Vec::new();
+        for item in self.members(key, member_tag, false)? {
+            names.push(item?.0.slice(prefix_len..));
+        }
+        Ok(names)
+    }
+
+    /// The members of the collection `key` (a `kind`) at the positions `choose` picks given how
+    /// many it has (ascending, each below that count), in member order; none when the key is
+    /// missing. A collection of one record per member is counted and its members picked from
+    /// the index leaf by leaf, where reading every member made an SPOP of a set of 86,000
+    /// take 14 ms.
+    pub fn pick_members(
+        &self,
+        key: &[u8],
+        kind: KeyType,
+        choose: impl Fn(usize) -> Vec<usize>,
+    ) -> Result<Vec<Bytes>> {
+        let names = match self.collection(key, kind)? {
+            None => return Ok(Vec::new()),
+            Some(Members::Packed { members, .. }) => members
+                .into_entries()
+                .into_iter()
+                .map(|(member, _)| member)
+                .collect(),
+            Some(Members::Records) => {
+                let member_tag = member_tag(kind)?;
+                if let Some((_, picked)) = self.count_and_pick_members(key, member_tag, &choose)? {
+                    return Ok(picked);
+                }
+                self.record_member_names(key, member_tag)?
+            }
+        };
+        let positions = choose(names.len());
+        Ok(positions
+            .into_iter()
+            .filter_map(|at| names.get(at).cloned())
+            .collect())
+    }
+
+    /// For members held one record each with none of this transaction's writes or clears
+    /// among them: how many there are and those at the positions `choose` picks, from the
+    /// index (`Kvs::count_and_pick`); `None` otherwise, for a walk of the records, which
+    /// overlays this transaction's writes.
+    fn count_and_pick_members(
+        &self,
+        key: &[u8],
+        member_tag: u8,
+        choose: impl FnOnce(usize) -> Vec<usize>,
+    ) -> Result<Option<(usize, Vec<Bytes>)>> {
+        let start = record_key(key, member_tag, &[])?;
+        let end = record_key(key, member_tag + 1, &[])?;
+        if !self.tx.cleared.is_empty() || self.writes_in(&start, &end).next().is_some() {
+            return Ok(None);
+        }
+        let picked = self
+            .space_ref()
+            .kvs
+            .count_and_pick(&start[..]..&end[..], choose)?;
+        Ok(picked.map(|(count, records)| {
+            let names = records
+                .into_iter()
+                .map(|record| record.slice(start.len()..));
+            (count, names.collect())
+        }))
+    }
+
+    /// How many members the collection `key` has (counted from the index, no device reads, or
     /// its packed record).
     pub fn member_count(&self, key: &[u8], kind: KeyType) -> Result<usize> {
         match self.collection(key, kind)? {
             None => Ok(0),
             Some(Members::Packed { members, .. }) => Ok(members.len()),
             Some(Members::Records) => {
+                let member_tag = member_tag(kind)?;
+                if let Some((count, _)) =
+                    self.count_and_pick_members(key, member_tag, |_| Vec::new())?
+                {
+                    return Ok(count);
+                }
                 let mut count = 0;
-                for item in self.members(key, member_tag(kind)?, false)? {
+                for item in self.members(key, member_tag, false)? {
                     item?;
                     count += 1;
                 }

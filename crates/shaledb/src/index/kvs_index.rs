@@ -60,6 +60,20 @@ impl KvsIndex {
         size
     }
 
+    /// How many keys that have a value now `lower..upper` holds, and the keys at the positions
+    /// `choose` picks for that count (see `PackedMap::count_and_pick`).
+    pub fn count_and_pick(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        choose: impl FnOnce(usize) -> Vec<usize>,
+    ) -> (usize, Vec<Key>) {
+        if crate::bounds::is_empty_range(lower, upper) {
+            return (0, Vec::new());
+        }
+        self.newest.count_and_pick(lower, upper, choose)
+    }
+
     /// Whether any replaced version is kept for a snapshot.
     pub fn keeps_old_versions(&self) -> bool {
         !self.old.is_empty()

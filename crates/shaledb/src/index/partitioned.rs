@@ -277,6 +277,19 @@ impl PartitionedIndex {
         Some(part.read().first_key(lower, upper))
     }
 
+    /// When `lower..upper` lies within one key group: how many keys that have a value now it
+    /// holds and the keys at the positions `choose` picks for that count, under that one
+    /// partition's lock. `None` when the range spans partitions.
+    pub fn count_and_pick_in_group(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        choose: impl FnOnce(usize) -> Vec<usize>,
+    ) -> Option<(usize, Vec<Key>)> {
+        let part = self.part_of_range(lower, upper)?;
+        Some(part.read().count_and_pick(lower, upper, choose))
+    }
+
     /// When `lower..upper` lies within one key group and holds at most `limit` keys: each key
     /// that has a value now, with its newest entry and the value kept with it, in key order,
     /// read under that one partition's lock (all of one batch or none of it). `None` when the

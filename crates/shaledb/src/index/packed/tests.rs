@@ -305,6 +305,19 @@ proptest! {
                         .filter(|(key, _)| <(Bound<&[u8]>, Bound<&[u8]>) as RangeBounds<[u8]>>::contains(&(lower, upper), key.as_slice()))
                         .map(|(key, (entry, _))| (key.clone(), *entry))
                         .collect();
+                    // Counted leaf by leaf, and keys picked by position: every third, the
+                    // last, and one past the end, which is left out.
+                    let (count, picked) = map.count_and_pick(lower, upper, |count| {
+                        (0..count).step_by(3).chain([count.saturating_sub(1), count + 1]).collect()
+                    });
+                    prop_assert_eq!(count, expected.len());
+                    let wanted: Vec<Vec<u8>> = (0..count)
+                        .step_by(3)
+                        .chain(count.checked_sub(1))
+                        .map(|at| expected[at].0.clone())
+                        .collect();
+                    let picked: Vec<Vec<u8>> = picked.iter().map(|key| key.to_vec()).collect();
+                    prop_assert_eq!(picked, wanted);
                     if reverse {
                         expected.reverse();
                     }

@@ -92,6 +92,89 @@ impl PackedMap {
         stopped_at
     }
 
+    /// How many keys `lower..upper` holds, and the keys at the positions `choose` picks for that
+    /// count (ascending, each below it; others are left out). A leaf wholly inside the range is
+    /// counted from its slots without building a key, so a large range costs a step per leaf,
+    /// not per key: a large set's SCARD, or its SPOP's random member.
+    pub fn count_and_pick(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        choose: impl FnOnce(usize) -> Vec<usize>,
+    ) -> (usize, Vec<Key>) {
+        let mut count = 0;
+        self.walk_spans(lower, upper, |_, _, start, end| {
+            count += end - start;
+            ControlFlow::Continue(())
+        });
+        let positions = choose(count);
+        let mut picked = Vec::with_capacity(positions.len());
+        let mut wanted = positions.into_iter().filter(|&at| at < count).peekable();
+        let mut before = 0;
+        let mut key = Vec::new();
+        self.walk_spans(lower, upper, |fence, id, start, end| {
+            let leaf = &self.slab[id as usize];
+            while let Some(&at) = wanted.peek() {
+                if at >= before + end - start {
+                    break;
+                }
+                if at >= before {
+                    leaf.key_into(fence, start + at - before, &mut key);
+                    picked.push(key.as_slice().into());
+                }
+                wanted.next();
+            }
+            before += end - start;
+            if wanted.peek().is_some() {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        });
+        (count, picked)
+    }
+
+    /// Calls `visit` with each leaf holding keys of `lower..upper`, in key order: its fence, its
+    /// id, and the positions of its first key in the range and of its first past it. Only in
+    /// the leaf where the range ends are keys built (a binary search for its end).
+    fn walk_spans(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        mut visit: impl FnMut(&[u8], LeafId, usize, usize) -> ControlFlow<()>,
+    ) {
+        let below_upper = |key: &[u8]| match upper {
+            Bound::Included(upper) => key <= upper,
+            Bound::Excluded(upper) => key < upper,
+            Bound::Unbounded => true,
+        };
+        let mut key = Vec::new();
+        self.walk_leaves(lower, false, |fence, id, start| {
+            let leaf = &self.slab[id as usize];
+            let count = leaf.slots.len();
+            if start >= count {
+                return ControlFlow::Continue(());
+            }
+            leaf.key_into(fence, count - 1, &mut key);
+            if below_upper(&key) {
+                return visit(fence, id, start, count);
+            }
+            let (mut low, mut high) = (start, count - 1);
+            while low < high {
+                let middle = low + (high - low) / 2;
+                leaf.key_into(fence, middle, &mut key);
+                if below_upper(&key) {
+                    low = middle + 1;
+                } else {
+                    high = middle;
+                }
+            }
+            // The range ends here: the walk stops whatever `visit` says.
+            let _ = visit(fence, id, start, low);
+            ControlFlow::Break(())
+        });
+    }
+
     /// Calls `walk` with each leaf a walk from `start` meets, in key order (descending when
     /// `reverse`): its fence, its id and how many of its entries, in the walk's direction, lie
     /// before `start`; stops when `walk` breaks. The leaf holding the bound is found by a
