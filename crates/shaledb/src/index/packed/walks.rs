@@ -14,11 +14,6 @@ impl PackedMap {
         reverse: bool,
         mut visit: impl FnMut(&[u8], Entry, Option<&[u8]>) -> ControlFlow<()>,
     ) {
-        let below_upper = |key: &[u8]| match upper {
-            Bound::Included(upper) => key <= upper,
-            Bound::Excluded(upper) => key < upper,
-            Bound::Unbounded => true,
-        };
         let above_lower = |key: &[u8]| match lower {
             Bound::Included(lower) => key >= lower,
             Bound::Excluded(lower) => key > lower,
@@ -39,7 +34,7 @@ impl PackedMap {
                 let ended = if reverse {
                     !above_lower(&key)
                 } else {
-                    !below_upper(&key)
+                    !is_below(&key, upper)
                 };
                 if ended {
                     return ControlFlow::Break(());
@@ -143,11 +138,6 @@ impl PackedMap {
         upper: Bound<&[u8]>,
         mut visit: impl FnMut(&[u8], LeafId, usize, usize) -> ControlFlow<()>,
     ) {
-        let below_upper = |key: &[u8]| match upper {
-            Bound::Included(upper) => key <= upper,
-            Bound::Excluded(upper) => key < upper,
-            Bound::Unbounded => true,
-        };
         let mut key = Vec::new();
         self.walk_leaves(lower, false, |fence, id, start| {
             let leaf = &self.slab[id as usize];
@@ -156,14 +146,14 @@ impl PackedMap {
                 return ControlFlow::Continue(());
             }
             leaf.key_into(fence, count - 1, &mut key);
-            if below_upper(&key) {
+            if is_below(&key, upper) {
                 return visit(fence, id, start, count);
             }
             let (mut low, mut high) = (start, count - 1);
             while low < high {
                 let middle = low + (high - low) / 2;
                 leaf.key_into(fence, middle, &mut key);
-                if below_upper(&key) {
+                if is_below(&key, upper) {
                     low = middle + 1;
                 } else {
                     high = middle;
@@ -220,5 +210,14 @@ impl PackedMap {
                 return;
             }
         }
+    }
+}
+
+/// Whether `key` lies below the upper bound `upper`.
+fn is_below(key: &[u8], upper: Bound<&[u8]>) -> bool {
+    match upper {
+        Bound::Included(upper) => key <= upper,
+        Bound::Excluded(upper) => key < upper,
+        Bound::Unbounded => true,
     }
 }
