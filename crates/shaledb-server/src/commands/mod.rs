@@ -1431,7 +1431,6 @@ fn serve_or_block(
     Ok(Reply::Nil)
 }
 
-/// `count` distinct members of `members` chosen at random, in random order.
 /// `wanted` distinct positions below `count` chosen at random (all of them if fewer), in
 /// ascending order (Floyd's sampling: `wanted` draws whatever `count` is).
 fn random_positions(count: usize, wanted: usize) -> Vec<usize> {
@@ -1454,6 +1453,7 @@ fn shuffled<T>(items: Vec<T>) -> Vec<T> {
     choose(items, count)
 }
 
+/// `count` distinct members of `members` chosen at random, in random order.
 fn choose<T>(mut members: Vec<T>, count: usize) -> Vec<T> {
     let count = count.min(members.len());
     for index in 0..count {

@@ -914,23 +914,29 @@ impl<'t, 's> View<'t, 's> {
     pub fn member_names(&self, key: &[u8], kind: KeyType) -> Result<Vec<Bytes>> {
         match self.collection(key, kind)? {
             None => Ok(Vec::new()),
-            Some(Members::Packed { members, .. }) => Ok(members
+            Some(members) => self.names_of(key, kind, members),
+        }
+    }
+
+    /// The members of the collection `key` (a `kind`) held as `members` says: from its packed
+    /// record, or by a walk of their records.
+    fn names_of(&self, key: &[u8], kind: KeyType, members: Members) -> Result<Vec<Bytes>> {
+        match members {
+            Members::Packed { members, .. } => Ok(members
                 .into_entries()
                 .into_iter()
                 .map(|(member, _)| member)
                 .collect()),
-            Some(Members::Records) => self.record_member_names(key, member_tag(kind)?),
+            Members::Records => {
+                let member_tag = member_tag(kind)?;
+                let prefix_len = record_key(key, member_tag, &[])?.len();
+                let mut names = Vec::new();
+                for item in self.members(key, member_tag, false)? {
+                    names.push(item?.0.slice(prefix_len..));
+                }
+                Ok(names)
+            }
         }
-    }
-
-    /// The members of a collection held one record per member, by a walk of their records.
-    fn record_member_names(&self, key: &[u8], member_tag: u8) -> Result<Vec<Bytes>> {
-        let prefix_len = record_key(key, member_tag, &[])?.len();
-        let mut names = Vec::new();
-        for item in self.members(key, member_tag, false)? {
-            names.push(item?.0.slice(prefix_len..));
-        }
-        Ok(names)
     }
 
     /// The members of the collection `key` (a `kind`) at the positions `choose` picks given how
@@ -944,21 +950,16 @@ impl<'t, 's> View<'t, 's> {
         kind: KeyType,
         choose: impl Fn(usize) -> Vec<usize>,
     ) -> Result<Vec<Bytes>> {
-        let names = match self.collection(key, kind)? {
-            None => return Ok(Vec::new()),
-            Some(Members::Packed { members, .. }) => members
-                .into_entries()
-                .into_iter()
-                .map(|(member, _)| member)
-                .collect(),
-            Some(Members::Records) => {
-                let member_tag = member_tag(kind)?;
-                if let Some((_, picked)) = self.count_and_pick_members(key, member_tag, &choose)? {
-                    return Ok(picked);
-                }
-                self.record_member_names(key, member_tag)?
-            }
+        let Some(members) = self.collection(key, kind)? else {
+            return Ok(Vec::new());
         };
+        if matches!(members, Members::Records) {
+            let picked = self.count_and_pick_members(key, member_tag(kind)?, &choose)?;
+            if let Some((_, picked)) = picked {
+                return Ok(picked);
+            }
+        }
+        let names = self.names_of(key, kind, members)?;
         let positions = choose(names.len());
         Ok(positions
             .into_iter()

@@ -105,6 +105,10 @@ impl PackedMap {
         let positions = choose(count);
         let mut picked = Vec::with_capacity(positions.len());
         let mut wanted = positions.into_iter().filter(|&at| at < count).peekable();
+        if wanted.peek().is_none() {
+            // A count alone (SCARD): no second search.
+            return (count, picked);
+        }
         let mut before = 0;
         let mut key = Vec::new();
         self.walk_spans(lower, upper, |fence, id, start, end| {
