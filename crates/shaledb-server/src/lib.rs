@@ -12,6 +12,7 @@ mod combiner;
 pub mod commands;
 pub mod config;
 mod connection;
+mod cpu_idle;
 pub mod glob;
 pub mod keyspace;
 mod memcached;
