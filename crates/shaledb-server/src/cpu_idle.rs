@@ -1,7 +1,7 @@
-//! How many of the machine's cores sat idle: the network threads' balancer asks it every tick
-//! before it tries one thread more for an interactive load (`network_threads.rs`). Read from
-//! the kernel's CPU times (`/proc/stat`, Linux); elsewhere, or when that file cannot be read
-//! or parsed, the idle cores are unknown and the balancer probes as if cores were idle.
+//! How many of the machine's cores sat idle: the network threads' balancer samples it every
+//! 500 ms before it tries one thread more for an interactive load (`network_threads.rs`). Read
+//! from the kernel's CPU times (`/proc/stat`, Linux); elsewhere, or when that file cannot be
+//! read or parsed, the idle cores are unknown and the balancer probes as if cores were idle.
 
 /// The machine's CPU times, in the kernel's ticks, since it booted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -87,6 +87,10 @@ const LOAD_MIN: u64 = 500;
 /// see that in 100 ms: a count just left serves less for a while after the move. A pipelined
 /// load's commands are the work, and more threads run more of them even on busy cores.
 const IDLE_CORES_TO_GROW: f64 = 0.5;
+/// Ticks between two samples of the machine's idle cores (`cpu_idle`): the kernel writes all of
+/// `/proc/stat` for each read, every interrupt's count on every core, more than a tick's worth
+/// to ask for on a large machine.
+const IDLE_SAMPLE_TICKS: u64 = 10;
 /// Commands per read from which a load counts as pipelined, and below which it counts as
 /// interactive again (apart, so a load in between keeps the shape it has).
 const PIPELINED_FROM: u64 = 4;
@@ -265,17 +269,21 @@ impl NetworkThreads {
             accepted: accepted(),
             idle_cores: None,
         };
-        loop {
-            let (before, started, cpu_before) = (totals(), Instant::now(), CpuTimes::now());
+        // With one thread there is no count to choose, and no idle time to sample.
+        let mut cpu_times = (balance.count > 1).then(CpuTimes::now).flatten();
+        for ticks in 1u64.. {
+            let (before, started) = (totals(), Instant::now());
             tokio::time::sleep(TICK).await;
             // Counts of one tick's length: a tick the runtime woke late for would otherwise
             // serve more and pass for a better count.
-            let tick = Tick {
-                idle_cores: CpuTimes::now()
-                    .zip(cpu_before)
-                    .and_then(|(now, before)| now.idle_cores_since(before)),
-                ..totals().since(before).per(TICK, started.elapsed())
-            };
+            let mut tick = totals().since(before).per(TICK, started.elapsed());
+            if ticks % IDLE_SAMPLE_TICKS == 0 {
+                if let Some(before) = cpu_times {
+                    let now = CpuTimes::now();
+                    tick.idle_cores = now.and_then(|now| now.idle_cores_since(before));
+                    cpu_times = now;
+                }
+            }
             let active = balancer.tick(tick);
             if let Some(shape) = balancer.shape {
                 balance.shape.store(shape as u8, Ordering::Relaxed);
@@ -300,7 +308,8 @@ struct Tick {
     reads: u64,
     /// Connections accepted.
     accepted: u64,
-    /// The machine's cores idle on average over the tick, if known (`cpu_idle`).
+    /// The machine's cores idle on average since the last sample, on the ticks that take one
+    /// (every [`IDLE_SAMPLE_TICKS`], where the kernel tells: `cpu_idle`).
     idle_cores: Option<f64>,
 }
 
@@ -365,29 +374,26 @@ impl Shape {
     }
 }
 
-/// The machine's idle cores over some ticks: their mean, or unknown if any tick's is.
+/// The machine's idle cores over the samples of some ticks: their mean, unknown without one.
 #[derive(Debug, Default)]
 struct IdleCores {
     sum: f64,
-    ticks: u32,
-    unknown: bool,
+    samples: u32,
 }
 
 impl IdleCores {
+    /// Adds a tick's sample, if it took one.
     fn add(&mut self, idle_cores: Option<f64>) {
-        match idle_cores {
-            Some(cores) => {
-                self.sum += cores;
-                self.ticks += 1;
-            }
-            None => self.unknown = true,
+        if let Some(cores) = idle_cores {
+            self.sum += cores;
+            self.samples += 1;
         }
     }
 
     /// Whether at least `cores` sat idle on average; unknown counts as idle (no gate where the
     /// machine's times cannot be read).
     fn at_least(&self, cores: f64) -> bool {
-        self.unknown || self.ticks == 0 || self.sum >= cores * f64::from(self.ticks)
+        self.samples == 0 || self.sum >= cores * f64::from(self.samples)
     }
 }
 
@@ -480,7 +486,10 @@ impl Balancer {
                 let learned = self.learned[shape as usize];
                 self.active = learned.unwrap_or(shape.first_count(self.count));
                 self.probe_every[shape as usize] = PROBE_EVERY;
-                self.steady(if learned.is_some() { PROBE_EVERY } else { 0 });
+                // A pipelined load not seen yet is probed at once, off every thread; an
+                // interactive one after a second on its one thread, its idle cores sampled.
+                let probe_now = learned.is_none() && shape == Shape::Pipelined;
+                self.steady(if probe_now { 0 } else { PROBE_EVERY });
                 return self.active;
             }
         }
@@ -852,8 +861,11 @@ mod tests {
             idle_cores: Some(0.0),
             ..INTERACTIVE_FASTER_ON_TWO
         };
-        // Interactive on busy cores: one thread, and no probe of two.
-        assert_eq!(run(&mut balancer, 5, interactive), [1; 5]);
+        // Interactive on busy cores: one thread, and no probe of two when its time comes.
+        let ticks = PROBE_EVERY as usize + 2;
+        assert!(run(&mut balancer, ticks, interactive)
+            .iter()
+            .all(|&n| n == 1));
         assert_eq!(balancer.learned, [Some(1), None]);
         // Pipelined, not seen yet: every thread at once, then a probe of one thread, which
         // serves less.
@@ -883,18 +895,20 @@ mod tests {
             assert!(run(&mut balancer, 20 * 60, busy).iter().all(|&n| n == 1));
             assert_eq!(balancer.learned, [Some(1), None]);
         }
-        // Half a core idle or more, or no idle time known: probed, and two threads serving
-        // more win three comparisons in a row and are kept.
+        // Half a core idle or more, or no idle time known: probed after a second on one
+        // thread, and two threads serving more win three comparisons in a row and are kept.
         for idle_cores in [Some(0.5), Some(1.5), None] {
             let idle = Load {
                 idle_cores,
                 ..INTERACTIVE_FASTER_ON_TWO
             };
             let mut balancer = Balancer::new(2);
-            let ticks = run(&mut balancer, 20, idle);
+            let first_probe = PROBE_EVERY as usize + 1;
+            let ticks = run(&mut balancer, first_probe + 14, idle);
+            assert!(ticks[..first_probe].iter().all(|&n| n == 1), "{ticks:?}");
             assert_eq!(
-                ticks[..16],
-                [1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 2, 2]
+                ticks[first_probe..],
+                [2, 2, 1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 2, 2]
             );
             assert_eq!(balancer.learned, [Some(2), None]);
         }
@@ -909,14 +923,14 @@ mod tests {
     }
 
     #[test]
-    fn idle_cores_are_averaged_over_the_ticks_before_a_probe() {
+    fn idle_cores_are_averaged_over_the_samples_before_a_probe() {
         let mut idle = IdleCores::default();
-        assert!(idle.at_least(0.5), "no tick: no gate");
+        idle.add(None);
+        assert!(idle.at_least(100.0), "no sample: no gate");
         idle.add(Some(1.0));
+        idle.add(None);
         idle.add(Some(0.0));
         assert!(idle.at_least(0.5) && !idle.at_least(0.51));
-        idle.add(None);
-        assert!(idle.at_least(100.0), "unknown: no gate");
     }
 
     #[test]
