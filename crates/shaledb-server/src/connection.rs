@@ -826,10 +826,9 @@ fn execute_slice(
     session: &mut Session,
     pending: &mut VecDeque<Request>,
 ) -> (Output, SyncPoint) {
-    // Room for the short replies most pipelines get (a status, a number, a small value),
-    // reserved once instead of grown reply by reply.
-    let mut output =
-        Output::with_capacity((pending.len() * SHORT_REPLY_BYTES).min(OUTPUT_FLUSH_BYTES));
+    // Room for the short replies most pipelines get (a status, a number, a small value), or
+    // for a long first reply (HGETALL's), reserved once instead of grown reply by reply.
+    let mut output = Output::with_room((pending.len() * SHORT_REPLY_BYTES).min(OUTPUT_FLUSH_BYTES));
     let mut run = PipelineRun::deferring_sync(pending.len());
     while let Some(mut request) = pending.pop_front() {
         shared.execute_pipelined(session, &mut request, pending.front(), &mut run);
