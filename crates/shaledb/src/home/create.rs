@@ -5,6 +5,7 @@ use super::dirs::{first_entry_but, lock_dir, place, random_id, read_dir, DirLock
 use crate::error::{Error, Result};
 use crate::identity::Identity;
 use crate::manifest::{KvdbState, Manifest, MediaDirs};
+use crate::media::temporary_name;
 use crate::media::MediaClass;
 use crate::options::Options;
 use crate::poison::Poison;
@@ -61,9 +62,14 @@ impl NewKvdb {
             };
             std::fs::create_dir_all(&dir)
                 .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
-            if let Some(stray) =
-                first_entry_but(&dir, &[crate::identity::FILE_NAME, LOCK_FILE_NAME])?
-            {
+            // An identity a crash left unrenamed is rewritten (its creation never finished).
+            let identity_temporary = temporary_name(crate::identity::FILE_NAME);
+            let ours = [
+                crate::identity::FILE_NAME,
+                LOCK_FILE_NAME,
+                &identity_temporary,
+            ];
+            if let Some(stray) = first_entry_but(&dir, &ours)? {
                 return Err(Error::InvalidArgument(format!(
                     "the {} directory {} for the new KVDB {} is not empty (it holds {stray}); \
                      give an empty directory",
@@ -147,17 +153,28 @@ impl NewKvdb {
 }
 
 /// Whether `home` holds nothing but the remains of a creation that never wrote its manifest:
-/// its LOCK, and media directories holding at most their identity and lock.
+/// its LOCK, the temporary of its manifest, and media directories holding at most their
+/// identity (or its temporary) and lock.
 pub fn holds_only_an_unfinished_creation(home: &Path) -> Result<bool> {
-    let allowed = [LOCK_FILE_NAME, crate::identity::FILE_NAME];
+    // A creation killed while it wrote its identity or its manifest leaves the file's temporary
+    // (`replace_file_durably`), never renamed: written again by the next creation.
+    let (identity_temporary, manifest_temporary) = (
+        temporary_name(crate::identity::FILE_NAME),
+        temporary_name(crate::manifest::FILE_NAME),
+    );
+    let in_media_dir = [
+        LOCK_FILE_NAME,
+        crate::identity::FILE_NAME,
+        &identity_temporary,
+    ];
     for entry in read_dir(home)? {
         let name = entry.file_name();
-        if allowed.iter().any(|allowed| name == *allowed) {
+        if in_media_dir.iter().any(|allowed| name == *allowed) || name == *manifest_temporary {
             continue;
         }
         let is_empty_media_dir = name == MediaClass::Capacity.name()
             && entry.path().is_dir()
-            && first_entry_but(&entry.path(), &allowed)?.is_none();
+            && first_entry_but(&entry.path(), &in_media_dir)?.is_none();
         if !is_empty_media_dir {
             return Ok(false);
         }

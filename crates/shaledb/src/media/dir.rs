@@ -12,11 +12,17 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|error| Error::io(format!("fsync directory {}", dir.display()), error))
 }
 
+/// The file [`replace_file_durably`] writes before it renames it to `name`: a crash can leave
+/// it behind, never renamed.
+pub fn temporary_name(name: &str) -> String {
+    format!("{name}.tmp")
+}
+
 /// Replaces `dir/name` with `bytes` atomically and durably: writes `dir/name.tmp`, fsyncs it,
 /// renames it over `dir/name`, and fsyncs `dir`.
 pub fn replace_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let temporary = dir.join(format!("{name}.tmp"));
+    let temporary = dir.join(temporary_name(name));
     let mut file = std::fs::File::create(&temporary)
         .map_err(|error| Error::io(format!("create {}", temporary.display()), error))?;
     file.write_all(bytes)

@@ -19,6 +19,8 @@ pub use batch::{device_reads, read_exact_batch, ExactRead};
 pub use buf::{round_down_to_page, round_up_to_page, AlignedBuf};
 pub use class::MediaClass;
 pub use counters::{MediaCounters, ReadPurpose, WritePurpose};
-pub use dir::{remove_file_durably, replace_file_durably, set_file_aside, sync_dir};
+pub use dir::{
+    remove_file_durably, replace_file_durably, set_file_aside, sync_dir, temporary_name,
+};
 pub use file::SegmentFile;
 pub use storage::{OsStorage, Storage, StorageFile};
