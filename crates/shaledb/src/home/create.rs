@@ -62,14 +62,7 @@ impl NewKvdb {
             };
             std::fs::create_dir_all(&dir)
                 .map_err(|error| Error::io(format!("create {}", dir.display()), error))?;
-            // An identity a crash left unrenamed is rewritten (its creation never finished).
-            let identity_temporary = temporary_name(crate::identity::FILE_NAME);
-            let ours = [
-                crate::identity::FILE_NAME,
-                LOCK_FILE_NAME,
-                &identity_temporary,
-            ];
-            if let Some(stray) = first_entry_but(&dir, &ours)? {
+            if let Some(stray) = first_stray_in_media_dir(&dir)? {
                 return Err(Error::InvalidArgument(format!(
                     "the {} directory {} for the new KVDB {} is not empty (it holds {stray}); \
                      give an empty directory",
@@ -156,28 +149,37 @@ impl NewKvdb {
 /// its LOCK, the temporary of its manifest, and media directories holding at most their
 /// identity (or its temporary) and lock.
 pub fn holds_only_an_unfinished_creation(home: &Path) -> Result<bool> {
-    // A creation killed while it wrote its identity or its manifest leaves the file's temporary
-    // (`replace_file_durably`), never renamed: written again by the next creation.
-    let (identity_temporary, manifest_temporary) = (
-        temporary_name(crate::identity::FILE_NAME),
-        temporary_name(crate::manifest::FILE_NAME),
-    );
-    let in_media_dir = [
-        LOCK_FILE_NAME,
-        crate::identity::FILE_NAME,
-        &identity_temporary,
-    ];
+    // The manifest's temporary, as the identity's (`creation_files`).
+    let manifest_temporary = temporary_name(crate::manifest::FILE_NAME);
+    let creation_files = creation_files();
     for entry in read_dir(home)? {
         let name = entry.file_name();
-        if in_media_dir.iter().any(|allowed| name == *allowed) || name == *manifest_temporary {
+        if creation_files.iter().any(|file| name == file.as_str()) || name == *manifest_temporary {
             continue;
         }
         let is_empty_media_dir = name == MediaClass::Capacity.name()
             && entry.path().is_dir()
-            && first_entry_but(&entry.path(), &in_media_dir)?.is_none();
+            && first_stray_in_media_dir(&entry.path())?.is_none();
         if !is_empty_media_dir {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// What a creation puts in a media directory before its manifest: its lock, its identity, and
+/// the identity's temporary, which a creation killed while writing it leaves unrenamed
+/// (`replace_file_durably`) and the next creation writes again.
+fn creation_files() -> [String; 3] {
+    [
+        LOCK_FILE_NAME.to_string(),
+        crate::identity::FILE_NAME.to_string(),
+        temporary_name(crate::identity::FILE_NAME),
+    ]
+}
+
+/// The first entry of `dir` that no creation put there.
+fn first_stray_in_media_dir(dir: &Path) -> Result<Option<String>> {
+    let files = creation_files();
+    first_entry_but(dir, &files.each_ref().map(String::as_str))
 }
