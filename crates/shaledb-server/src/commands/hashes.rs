@@ -59,12 +59,7 @@ pub(super) fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let pairs = ctx.view().hash_all(&args[1])?;
     let bytes: usize = pairs.iter().map(|(f, v)| f.len() + v.len() + 32).sum();
     reply_fits(ctx.shared, bytes)?;
-    Ok(Reply::Map(
-        pairs
-            .into_iter()
-            .map(|(field, value)| (Reply::Bulk(field), Reply::Bulk(value)))
-            .collect(),
-    ))
+    Ok(Reply::BulkMap(pairs))
 }
 
 pub(super) fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
