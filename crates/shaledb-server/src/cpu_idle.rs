@@ -59,6 +59,26 @@ impl CpuTimes {
     }
 }
 
+/// Samples of the machine's idle cores, each measured from the last sample that could be read:
+/// a read that fails (a file briefly unreadable) loses its own sample, not every one after it.
+#[derive(Default)]
+pub struct IdleSampler {
+    last: Option<CpuTimes>,
+}
+
+impl IdleSampler {
+    /// Takes `now` (the times read now, `None` if they could not be) as a sample: the cores idle
+    /// on average since the last good one, unknown without both.
+    pub fn sample(&mut self, now: Option<CpuTimes>) -> Option<f64> {
+        let idle = match (self.last, now) {
+            (Some(before), Some(now)) => now.idle_cores_since(before),
+            _ => None,
+        };
+        self.last = now.or(self.last);
+        idle
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +113,27 @@ mod tests {
         assert_eq!(after.idle_cores_since(before), Some(0.5));
         assert_eq!(before.idle_cores_since(before), None, "no time passed");
         assert_eq!(before.idle_cores_since(after), None, "time ran backwards");
+    }
+
+    #[test]
+    fn a_failed_read_loses_its_own_sample_and_the_next_measures_from_the_last_good_one() {
+        let at = |idle: u64, total: u64| CpuTimes {
+            idle,
+            total,
+            cores: 2,
+        };
+        let mut sampler = IdleSampler::default();
+        assert_eq!(sampler.sample(None), None, "nothing read yet");
+        assert_eq!(
+            sampler.sample(Some(at(0, 0))),
+            None,
+            "the first sample has no before"
+        );
+        assert_eq!(sampler.sample(Some(at(50, 100))), Some(1.0));
+        assert_eq!(sampler.sample(None), None, "unreadable now");
+        // Measured from the last good sample (50, 100), across the failed read.
+        assert_eq!(sampler.sample(Some(at(75, 200))), Some(0.5));
+        assert_eq!(sampler.sample(Some(at(75, 300))), Some(0.0));
     }
 
     #[test]

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::{Builder, Handle};
 
-use crate::cpu_idle::CpuTimes;
+use crate::cpu_idle::{CpuTimes, IdleSampler};
 
 /// How often the balancer looks at what the last tick served: the commands and the reads
 /// they came in (their ratio is the load's [`Shape`]).
@@ -270,19 +270,19 @@ impl NetworkThreads {
             idle_cores: None,
         };
         // With one thread there is no count to choose, and no idle time to sample.
-        let mut cpu_times = (balance.count > 1).then(CpuTimes::now).flatten();
+        let samples_idle = balance.count > 1;
+        let mut idle_sampler = IdleSampler::default();
+        if samples_idle {
+            idle_sampler.sample(CpuTimes::now());
+        }
         for ticks in 1u64.. {
             let (before, started) = (totals(), Instant::now());
             tokio::time::sleep(TICK).await;
             // Counts of one tick's length: a tick the runtime woke late for would otherwise
             // serve more and pass for a better count.
             let mut tick = totals().since(before).per(TICK, started.elapsed());
-            if ticks % IDLE_SAMPLE_TICKS == 0 {
-                if let Some(before) = cpu_times {
-                    let now = CpuTimes::now();
-                    tick.idle_cores = now.and_then(|now| now.idle_cores_since(before));
-                    cpu_times = now;
-                }
+            if samples_idle && ticks % IDLE_SAMPLE_TICKS == 0 {
+                tick.idle_cores = idle_sampler.sample(CpuTimes::now());
             }
             let active = balancer.tick(tick);
             if let Some(shape) = balancer.shape {
