@@ -310,6 +310,53 @@ fn large_collections_are_counted_and_sampled_from_the_index_as_a_walk_would() {
     };
     let five: std::collections::BTreeSet<String> = five.iter().map(name).collect();
     assert_eq!(five.len(), 5, "distinct members");
+    // A negative count draws with repeats, each draw a member, reading only those drawn; with
+    // WITHVALUES and WITHSCORES each comes with its own value or score.
+    let Value::Array(drawn) = client.call(&["SRANDMEMBER", "set", "-4000"]) else {
+        panic!("SRANDMEMBER with a negative count answers an array");
+    };
+    assert_eq!(drawn.len(), 4000);
+    let drawn: Vec<String> = drawn.iter().map(name).collect();
+    assert!(drawn.iter().all(|member| members.contains(member)));
+    let distinct: std::collections::BTreeSet<&String> = drawn.iter().collect();
+    assert!(
+        (1000..4000).contains(&distinct.len()),
+        "4000 draws of 3000 members found {} distinct ones",
+        distinct.len()
+    );
+    let Value::Array(pairs) = client.call(&["HRANDFIELD", "hash", "-7", "WITHVALUES"]) else {
+        panic!("HRANDFIELD answers an array");
+    };
+    assert_eq!(pairs.len(), 14);
+    for pair in pairs.chunks(2) {
+        assert!(members.contains(&name(&pair[0])));
+        assert_eq!(pair[1], bulk("v"));
+    }
+    let Value::Array(pairs) = client.call(&["ZRANDMEMBER", "zset", "-7", "WITHSCORES"]) else {
+        panic!("ZRANDMEMBER answers an array");
+    };
+    assert_eq!(pairs.len(), 14);
+    for pair in pairs.chunks(2) {
+        assert!(members.contains(&name(&pair[0])));
+        assert_eq!(pair[1], bulk("1"));
+    }
+    let Value::Array(fields) = client.call(&["HRANDFIELD", "hash", "6"]) else {
+        panic!("HRANDFIELD with a count answers an array");
+    };
+    let fields: std::collections::BTreeSet<String> = fields.iter().map(name).collect();
+    assert_eq!(fields.len(), 6, "distinct fields");
+    assert!(members.contains(&name(&client.call(&["ZRANDMEMBER", "zset"]))));
+    // A negative count past the reply limit is refused, but not for a missing key, which
+    // answers an empty array whatever the count.
+    let huge = (-(i64::MAX / 2)).to_string();
+    match client.call(&["SRANDMEMBER", "set", &huge]) {
+        Value::Error(message) => assert!(message.contains("max_output_bytes"), "{message}"),
+        other => panic!("a draw past the reply limit answered {other:?}"),
+    }
+    assert_eq!(
+        client.call(&["SRANDMEMBER", "missing", &huge]),
+        Value::Array(vec![])
+    );
     // SPOP removes what it answers, and the count follows.
     let mut popped = std::collections::BTreeSet::new();
     for _ in 0..50 {

@@ -2,10 +2,10 @@
 
 use super::strings::format_float_result;
 use super::{
-    bulk_or_nil, bulks, choose, not_float, parse_float, parse_int, random_args, random_items,
-    reply_fits, wrong_arity, Ctx, Outcome,
+    bulk_or_nil, bulks, draw_members, draw_members_with, not_float, parse_float, parse_int,
+    random_args, random_items, reply_fits, wrong_arity, Ctx, Outcome,
 };
-use crate::keyspace::KeyType;
+use crate::keyspace::{KeyType, View};
 use crate::resp::{self, Reply};
 use bytes::Bytes;
 
@@ -137,13 +137,23 @@ pub(super) fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 pub(super) fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let (count, with_values) = random_args(args, "WITHVALUES")?;
     let protocol = ctx.session.protocol;
-    let pairs = ctx.view().hash_all(&args[1])?;
+    let key = &args[1];
     let Some(count) = count else {
-        return Ok(bulk_or_nil(
-            choose(pairs, 1).into_iter().next().map(|(field, _)| field),
-        ));
+        return Ok(bulk_or_nil(draw_members(ctx, key, KeyType::Hash, 1)?.pop()));
     };
-    let chosen = random_items(ctx.shared, pairs, count)?;
+    let chosen = if with_values {
+        let value = |view: &View, field: &[u8]| view.hash_get(key, field);
+        match draw_members_with(ctx, key, KeyType::Hash, count, value)? {
+            Some(pairs) => pairs,
+            None => random_items(ctx.shared, ctx.view().hash_all(key)?, count)?,
+        }
+    } else {
+        let fields = draw_members(ctx, key, KeyType::Hash, count)?;
+        fields
+            .into_iter()
+            .map(|field| (field, Bytes::new()))
+            .collect()
+    };
     let mut items = Vec::with_capacity(chosen.len() * 2);
     for (field, value) in chosen {
         match (with_values, protocol >= 3) {

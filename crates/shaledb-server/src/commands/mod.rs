@@ -1543,6 +1543,102 @@ fn random_args(args: &[Bytes], with: &str) -> Result<(Option<i64>, bool), Reply>
     Ok(parsed)
 }
 
+/// Members of the collection `key` (a `kind`) drawn at random as SRANDMEMBER, HRANDFIELD and
+/// ZRANDMEMBER draw them: `count` distinct ones (all if fewer) in random order, or with a
+/// negative count that many with repeats. Only the members drawn are read (`pick_members`: a
+/// collection of a record per member is counted in the index and picked from leaf by leaf),
+/// where a negative count read every member first.
+fn draw_members(
+    ctx: &mut Ctx,
+    key: &[u8],
+    kind: crate::keyspace::KeyType,
+    count: i64,
+) -> Result<Vec<Bytes>, Reply> {
+    let shared = ctx.shared;
+    let view = ctx.view();
+    if count >= 0 {
+        let wanted = count as usize;
+        let picked = view.pick_members(key, kind, |members| random_positions(members, wanted))?;
+        return Ok(shuffled(picked));
+    }
+    // A missing key or an empty reply needs no room, whatever the count.
+    if view.member_count(key, kind)? == 0 {
+        return Ok(Vec::new());
+    }
+    let wanted = count.unsigned_abs() as usize;
+    reply_fits(shared, wanted.saturating_mul(16))?;
+    // The draws are made where the count is known, and kept to be answered in their order.
+    let draws = std::cell::RefCell::new(Vec::new());
+    let picked = view.pick_members(key, kind, |members| {
+        let mut draws = draws.borrow_mut();
+        draws.clear();
+        if members > 0 {
+            draws.extend((0..wanted).map(|_| (random_u64() % members as u64) as usize));
+        }
+        distinct_sorted(&draws)
+    })?;
+    let draws = draws.into_inner();
+    let distinct = distinct_sorted(&draws);
+    if picked.len() != distinct.len() {
+        return Err(Reply::error(format!(
+            "ERR {} members read of the {} drawn",
+            picked.len(),
+            distinct.len()
+        )));
+    }
+    Ok(draws
+        .iter()
+        .map(|&at| picked[distinct.partition_point(|&position| position < at)].clone())
+        .collect())
+}
+
+/// Collections of at most this many members are read whole to draw members with their values
+/// or scores: a packed one (128 members by default) is one record, which each lookup would
+/// decode again, and a small one costs no more read whole than looked up.
+const WHOLE_READ_MEMBERS_MAX: usize = 128;
+
+/// Members drawn as [`draw_members`] draws them, each with what `read` finds for it (a hash
+/// field's value, a sorted set member's score), read once per distinct member. `None` when the
+/// caller should draw from the collection read whole: it has at most
+/// [`WHOLE_READ_MEMBERS_MAX`] members, or a member drawn was removed before it was read (a
+/// writer between the draw and the reads; the whole read sees one state).
+fn draw_members_with<T: Clone>(
+    ctx: &mut Ctx,
+    key: &[u8],
+    kind: crate::keyspace::KeyType,
+    count: i64,
+    read: impl Fn(&View, &[u8]) -> keyspace::Result<Option<T>>,
+) -> Result<Option<Vec<(Bytes, T)>>, Reply> {
+    if ctx.view().member_count(key, kind)? <= WHOLE_READ_MEMBERS_MAX {
+        return Ok(None);
+    }
+    let members = draw_members(ctx, key, kind, count)?;
+    let view = ctx.view();
+    let mut found: HashMap<Bytes, T> = HashMap::new();
+    let mut drawn = Vec::with_capacity(members.len());
+    for member in members {
+        let value = match found.get(&member) {
+            Some(value) => value.clone(),
+            None => {
+                let Some(value) = read(&view, &member)? else {
+                    return Ok(None);
+                };
+                found.insert(member.clone(), value.clone());
+                value
+            }
+        };
+        drawn.push((member, value));
+    }
+    Ok(Some(drawn))
+}
+
+fn distinct_sorted(positions: &[usize]) -> Vec<usize> {
+    let mut distinct = positions.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    distinct
+}
+
 /// SRANDMEMBER's, HRANDFIELD's and ZRANDMEMBER's choice: `count` distinct items, or with a
 /// negative count that many with repeats.
 fn random_items<T: Clone>(shared: &Shared, items: Vec<T>, count: i64) -> Result<Vec<T>, Reply> {

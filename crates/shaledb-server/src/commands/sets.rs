@@ -1,10 +1,10 @@
 //! Set commands.
 
 use super::{
-    bulk_or_nil, bulks, intercard_args, parse_int, random_items, random_positions, reply_fits,
-    shuffled, syntax_error, Ctx, Outcome,
+    bulk_or_nil, bulks, draw_members, intercard_args, parse_int, reply_fits, syntax_error, Ctx,
+    Outcome,
 };
-use crate::keyspace::{KeyType, View};
+use crate::keyspace::KeyType;
 use crate::resp::Reply;
 use bytes::Bytes;
 use std::collections::BTreeSet;
@@ -69,8 +69,8 @@ fn count_arg(args: &[Bytes], repeats_allowed: bool) -> Result<Option<i64>, Reply
 
 pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let count = count_arg(args, false)?;
+    let chosen = draw_members(ctx, &args[1], KeyType::Set, count.unwrap_or(1))?;
     let mut view = ctx.view();
-    let chosen = random_members(&view, &args[1], count.map_or(1, |count| count as usize))?;
     view.remove_members(&args[1], KeyType::Set, &chosen)?;
     Ok(match count {
         None => bulk_or_nil(chosen.into_iter().next()),
@@ -80,24 +80,10 @@ pub(super) fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 
 pub(super) fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let count = count_arg(args, true)?;
-    let view = ctx.view();
     Ok(match count {
-        None => bulk_or_nil(random_members(&view, &args[1], 1)?.pop()),
-        Some(count) if count >= 0 => bulks(random_members(&view, &args[1], count as usize)?),
-        Some(count) => {
-            let members = view.member_names(&args[1], KeyType::Set)?;
-            bulks(random_items(ctx.shared, members, count)?)
-        }
+        None => bulk_or_nil(draw_members(ctx, &args[1], KeyType::Set, 1)?.pop()),
+        Some(count) => bulks(draw_members(ctx, &args[1], KeyType::Set, count)?),
     })
-}
-
-/// `wanted` distinct members of the set `key` chosen at random (all of them if fewer), in
-/// random order.
-fn random_members(view: &View, key: &[u8], wanted: usize) -> Result<Vec<Bytes>, Reply> {
-    let picked = view.pick_members(key, KeyType::Set, |members| {
-        random_positions(members, wanted)
-    })?;
-    Ok(shuffled(picked))
 }
 
 pub(super) fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {

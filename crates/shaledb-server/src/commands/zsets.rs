@@ -1,8 +1,8 @@
 //! Sorted-set commands.
 
 use super::{
-    choose, intercard_args, is, is_wrong_type, not_float, parse_float, parse_int, random_args,
-    random_items, reply_fits, serve_or_block, syntax_error, Ctx, Outcome,
+    draw_members, draw_members_with, intercard_args, is, is_wrong_type, not_float, parse_float,
+    parse_int, random_args, random_items, reply_fits, serve_or_block, syntax_error, Ctx, Outcome,
 };
 use crate::keyspace::{normalize_range, KeyType, LexBound, ScoreBound, View};
 use crate::resp::Reply;
@@ -852,19 +852,26 @@ pub(super) fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
 pub(super) fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Outcome {
     let (count, with_scores) = random_args(args, "WITHSCORES")?;
     let protocol = ctx.session.protocol;
-    let view = ctx.view();
-    let members: Vec<(Bytes, f64)> = if view.check_type(&args[1], KeyType::ZSet)? {
-        view.zset_ranked(&args[1], None, false)?
-            .collect::<Result<_, _>>()?
-    } else {
-        Vec::new()
-    };
+    let key = &args[1];
     let Some(count) = count else {
-        return Ok(choose(members, 1)
-            .into_iter()
-            .next()
-            .map_or(Reply::Nil, |(member, _)| Reply::Bulk(member)));
+        let drawn = draw_members(ctx, key, KeyType::ZSet, 1)?.pop();
+        return Ok(drawn.map_or(Reply::Nil, Reply::Bulk));
     };
-    let chosen = random_items(ctx.shared, members, count)?;
+    let chosen = if with_scores {
+        let score = |view: &View, member: &[u8]| view.zset_score(key, member);
+        match draw_members_with(ctx, key, KeyType::ZSet, count, score)? {
+            Some(scored) => scored,
+            None => {
+                let view = ctx.view();
+                let all = view
+                    .zset_ranked(key, None, false)?
+                    .collect::<Result<_, _>>()?;
+                random_items(ctx.shared, all, count)?
+            }
+        }
+    } else {
+        let members = draw_members(ctx, key, KeyType::ZSet, count)?;
+        members.into_iter().map(|member| (member, 0.0)).collect()
+    };
     Ok(scored(chosen, with_scores, protocol))
 }
