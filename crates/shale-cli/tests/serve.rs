@@ -346,6 +346,33 @@ fn large_collections_are_counted_and_sampled_from_the_index_as_a_walk_would() {
     let fields: std::collections::BTreeSet<String> = fields.iter().map(name).collect();
     assert_eq!(fields.len(), 6, "distinct fields");
     assert!(members.contains(&name(&client.call(&["ZRANDMEMBER", "zset"]))));
+    // Ranks counted from the back are walked from the back, in either direction.
+    let names = |value: Value| match value {
+        Value::Array(items) => items.iter().map(name).collect::<Vec<_>>(),
+        other => panic!("a range answers an array, not {other:?}"),
+    };
+    for (command, start, stop, expected) in [
+        ("ZRANGE", "-3", "-1", &members[2997..]),
+        ("ZRANGE", "-10", "-8", &members[2990..2993]),
+        ("ZRANGE", "2990", "-8", &members[2990..2993]),
+        ("ZRANGE", "-3000", "-2999", &members[..2]),
+        ("ZRANGE", "-2", "-3", &members[..0]),
+    ] {
+        assert_eq!(
+            names(client.call(&[command, "zset", start, stop])),
+            expected
+        );
+    }
+    let mut backwards: Vec<String> = members[..3].to_vec();
+    backwards.reverse();
+    assert_eq!(
+        names(client.call(&["ZREVRANGE", "zset", "-3", "-1"])),
+        backwards
+    );
+    assert_eq!(
+        client.call(&["ZRANGE", "zset", "-1", "-1", "WITHSCORES"]),
+        Value::Array(vec![bulk(&members[2999]), bulk("1")])
+    );
     // A negative count past the reply limit is refused, but not for a missing key, which
     // answers an empty array whatever the count.
     let huge = (-(i64::MAX / 2)).to_string();

@@ -90,6 +90,22 @@ impl Range {
             RangeBy::Rank(start, stop) => {
                 let len = view.member_count(key, KeyType::ZSet)?;
                 match normalize_range(*start, *stop, len) {
+                    // Ranks in the back half (ZRANGE key -10 -1) are walked from the other end,
+                    // only to the range's far rank, where a walk from the front passed every
+                    // member before them.
+                    Some((first, last))
+                        if first > len / 2 && self.offset == 0 && self.limit.is_none() =>
+                    {
+                        let from_back = Range {
+                            by: RangeBy::Rank((len - 1 - last) as i64, (len - 1 - first) as i64),
+                            reverse: !self.reverse,
+                            offset: 0,
+                            limit: None,
+                        };
+                        let mut out = from_back.members(view, key)?;
+                        out.reverse();
+                        return Ok(out);
+                    }
                     Some((first, last)) => (None, first, last),
                     None => return Ok(out),
                 }
