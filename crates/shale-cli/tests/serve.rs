@@ -324,21 +324,18 @@ fn large_collections_are_counted_and_sampled_from_the_index_as_a_walk_would() {
         "4000 draws of 3000 members found {} distinct ones",
         distinct.len()
     );
-    let Value::Array(pairs) = client.call(&["HRANDFIELD", "hash", "-7", "WITHVALUES"]) else {
-        panic!("HRANDFIELD answers an array");
-    };
-    assert_eq!(pairs.len(), 14);
-    for pair in pairs.chunks(2) {
-        assert!(members.contains(&name(&pair[0])));
-        assert_eq!(pair[1], bulk("v"));
-    }
-    let Value::Array(pairs) = client.call(&["ZRANDMEMBER", "zset", "-7", "WITHSCORES"]) else {
-        panic!("ZRANDMEMBER answers an array");
-    };
-    assert_eq!(pairs.len(), 14);
-    for pair in pairs.chunks(2) {
-        assert!(members.contains(&name(&pair[0])));
-        assert_eq!(pair[1], bulk("1"));
+    for (command, key, with, value) in [
+        ("HRANDFIELD", "hash", "WITHVALUES", "v"),
+        ("ZRANDMEMBER", "zset", "WITHSCORES", "1"),
+    ] {
+        let Value::Array(pairs) = client.call(&[command, key, "-7", with]) else {
+            panic!("{command} answers an array");
+        };
+        assert_eq!(pairs.len(), 14);
+        for pair in pairs.chunks(2) {
+            assert!(members.contains(&name(&pair[0])));
+            assert_eq!(pair[1], bulk(value));
+        }
     }
     let Value::Array(fields) = client.call(&["HRANDFIELD", "hash", "6"]) else {
         panic!("HRANDFIELD with a count answers an array");
