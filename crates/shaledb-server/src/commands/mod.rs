@@ -1554,29 +1554,46 @@ fn draw_members(
     kind: crate::keyspace::KeyType,
     count: i64,
 ) -> Result<Vec<Bytes>, Reply> {
+    Ok(draw_counted(ctx, key, kind, count)?.0)
+}
+
+/// As [`draw_members`], with how many members the collection had when they were drawn (the
+/// count `pick_members` makes anyway).
+fn draw_counted(
+    ctx: &mut Ctx,
+    key: &[u8],
+    kind: crate::keyspace::KeyType,
+    count: i64,
+) -> Result<(Vec<Bytes>, usize), Reply> {
     let shared = ctx.shared;
     let view = ctx.view();
+    let size = std::cell::Cell::new(0);
     if count >= 0 {
         let wanted = count as usize;
-        let picked = view.pick_members(key, kind, |members| random_positions(members, wanted))?;
-        return Ok(shuffled(picked));
-    }
-    // A missing key or an empty reply needs no room, whatever the count.
-    if view.member_count(key, kind)? == 0 {
-        return Ok(Vec::new());
+        let picked = view.pick_members(key, kind, |members| {
+            size.set(members);
+            random_positions(members, wanted)
+        })?;
+        return Ok((shuffled(picked), size.get()));
     }
     let wanted = count.unsigned_abs() as usize;
-    reply_fits(shared, wanted.saturating_mul(16))?;
+    // Checked before any draw is kept, and answered only if there was a member to draw: a
+    // missing key or an empty reply needs no room, whatever the count.
+    let fits = reply_fits(shared, wanted.saturating_mul(16));
     // The draws are made where the count is known, and kept to be answered in their order.
     let draws = std::cell::RefCell::new(Vec::new());
     let picked = view.pick_members(key, kind, |members| {
+        size.set(members);
         let mut draws = draws.borrow_mut();
         draws.clear();
-        if members > 0 {
+        if members > 0 && fits.is_ok() {
             draws.extend((0..wanted).map(|_| (random_u64() % members as u64) as usize));
         }
         distinct_sorted(&draws)
     })?;
+    if size.get() > 0 {
+        fits?;
+    }
     let draws = draws.into_inner();
     let distinct = distinct_sorted(&draws);
     if picked.len() != distinct.len() {
@@ -1586,10 +1603,11 @@ fn draw_members(
             distinct.len()
         )));
     }
-    Ok(draws
+    let drawn = draws
         .iter()
         .map(|&at| picked[distinct.partition_point(|&position| position < at)].clone())
-        .collect())
+        .collect();
+    Ok((drawn, size.get()))
 }
 
 /// Collections of at most this many members are read whole to draw members with their values
@@ -1600,8 +1618,9 @@ const WHOLE_READ_MEMBERS_MAX: usize = 128;
 /// Members drawn as [`draw_members`] draws them, each with what `read` finds for it (a hash
 /// field's value, a sorted set member's score), read once per distinct member. `None` when the
 /// caller should draw from the collection read whole: it has at most
-/// [`WHOLE_READ_MEMBERS_MAX`] members, or a member drawn was removed before it was read (a
-/// writer between the draw and the reads; the whole read sees one state).
+/// [`WHOLE_READ_MEMBERS_MAX`] members (its draw, cheap at that size, is then dropped), or a
+/// member drawn was removed before it was read (a writer between the draw and the reads; the
+/// whole read sees one state).
 fn draw_members_with<T: Clone>(
     ctx: &mut Ctx,
     key: &[u8],
@@ -1609,10 +1628,10 @@ fn draw_members_with<T: Clone>(
     count: i64,
     read: impl Fn(&View, &[u8]) -> keyspace::Result<Option<T>>,
 ) -> Result<Option<Vec<(Bytes, T)>>, Reply> {
-    if ctx.view().member_count(key, kind)? <= WHOLE_READ_MEMBERS_MAX {
+    let (members, size) = draw_counted(ctx, key, kind, count)?;
+    if size <= WHOLE_READ_MEMBERS_MAX {
         return Ok(None);
     }
-    let members = draw_members(ctx, key, kind, count)?;
     let view = ctx.view();
     let mut found: HashMap<Bytes, T> = HashMap::new();
     let mut drawn = Vec::with_capacity(members.len());
