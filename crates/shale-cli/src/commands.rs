@@ -52,6 +52,9 @@ fn open(cli: &Cli) -> Result<Db> {
             .staging_mb
             .map_or(Options::default().staging_bytes_max, |mib| mib << 20),
         space_bytes_max: cli.space_mb.map(|mib| mib << 20),
+        cleaner_deferred_segments: cli
+            .cleaner_deferred_segments
+            .unwrap_or(Options::default().cleaner_deferred_segments),
         // A one-shot command neither warms the cache (it closes before the warming would pay)
         // nor replaces the warm-keys file a long-running open (`shale serve`) saved with the
         // few keys it touched.

@@ -42,6 +42,10 @@ struct Cli {
     /// it are refused with an out-of-space error.
     #[arg(long, global = true)]
     space_mb: Option<u64>,
+    /// Segments of dead data past the space target the cleaner leaves for a pause in client
+    /// writes (default 2; 0: clean during writes as soon as the target says).
+    #[arg(long, global = true, env = "SHALE_CLEANER_DEFERRED_SEGMENTS")]
+    cleaner_deferred_segments: Option<u64>,
     /// DRAM cache budget in MiB (KVDB commands: 256; benchmarks: the budget each engine gets).
     #[arg(long, global = true)]
     cache_mb: Option<u64>,
@@ -203,6 +207,7 @@ fn serve(cli: &Cli, matches: &clap::ArgMatches, args: &shaledb_server::ServeArgs
         staging: cli.staging.clone(),
         staging_mb: cli.staging_mb,
         space_mb: cli.space_mb,
+        cleaner_deferred_segments: cli.cleaner_deferred_segments,
     };
     let config = match shaledb_server::Config::resolve(&kvdb, args) {
         Ok(config) => config,

@@ -831,6 +831,7 @@ fn info_shaledb_reports_space_and_the_cleaner() {
     assert_eq!(named_number(&info, "cleaner_bytes_copied", ':'), 0);
     assert!(info.contains("cleaner_live_fraction_avg:0.0000"), "{info}");
     assert_eq!(named_number(&info, "cleaner_index_walks", ':'), 0);
+    assert_eq!(named_number(&info, "cleaner_steps_deferred", ':'), 0);
 }
 
 /// Commands are counted per pipeline run (docs/SERVER.md, "Operations"): INFO sees every command

@@ -152,6 +152,7 @@ pub struct KvdbArgs {
     pub staging: Option<PathBuf>,
     pub staging_mb: Option<u64>,
     pub space_mb: Option<u64>,
+    pub cleaner_deferred_segments: Option<u64>,
 }
 
 /// The resolved settings.
@@ -164,6 +165,8 @@ pub struct Config {
     pub staging: Option<PathBuf>,
     pub staging_bytes_max: Option<u64>,
     pub space_bytes_max: Option<u64>,
+    /// `Options::cleaner_deferred_segments`; `None`: the engine's default.
+    pub cleaner_deferred_segments: Option<u64>,
     pub bind: String,
     pub admin_bind: Option<String>,
     pub password: Option<String>,
@@ -258,6 +261,7 @@ impl Config {
             staging: kvdb.staging.clone(),
             staging_bytes_max: kvdb.staging_mb.map(|mib| mib << 20),
             space_bytes_max: kvdb.space_mb.map(|mib| mib << 20),
+            cleaner_deferred_segments: kvdb.cleaner_deferred_segments,
             bind: args
                 .bind
                 .clone()

@@ -100,6 +100,9 @@ async fn run(config: Config, network: Arc<NetworkThreads>) -> Result<()> {
             .staging_bytes_max
             .unwrap_or(Options::default().staging_bytes_max),
         space_bytes_max: config.space_bytes_max,
+        cleaner_deferred_segments: config
+            .cleaner_deferred_segments
+            .unwrap_or(Options::default().cleaner_deferred_segments),
         warm_reads_per_sec: config.warm_reads_per_sec,
         index_value_bytes_max: config.index_value_bytes_max,
         ..Options::default()

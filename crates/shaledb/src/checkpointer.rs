@@ -11,7 +11,6 @@
 use crate::checkpoint::{self, CheckpointEncoder};
 use crate::error::Result;
 use crate::index::WALK_CHUNK_KEYS;
-use crate::log::LogHead;
 use crate::media::{MediaClass, WritePurpose};
 use crate::segment::{HeadKind, SegmentId};
 use crate::store::Store;
@@ -68,7 +67,7 @@ impl Checkpointer {
 
     /// Whether enough client records were appended since the last checkpoint began.
     pub fn is_due(&self) -> bool {
-        let client_lsn: u64 = self.store.heads.clients().map(LogHead::appended_lsn).sum();
+        let client_lsn = self.store.heads.client_appended_lsn();
         let since = client_lsn - self.lsn.load(Ordering::Relaxed);
         checkpoint_due(
             since,

@@ -23,6 +23,8 @@ pub struct Counters {
     pub cleaner_index_walks: Counter,
     /// Sum over cleaned segments of their live fraction when picked, in millionths.
     pub cleaner_live_fraction_micros: Counter,
+    /// Cleaning steps left for a pause in client writes (`Options::cleaner_deferred_segments`).
+    pub cleaner_steps_deferred: Counter,
     pub sorted_ranges: Counter,
     pub sort_bytes_copied: Counter,
     /// Time writers spent slowed down by the write pacer, in microseconds.

@@ -97,6 +97,7 @@ impl Db {
             options.space_target_live_ratio,
             home.manifest.state().media.staging_bytes_max,
             options.segment_bytes,
+            options.cleaner_deferred_segments,
         ));
         let sorter = Arc::new(Sorter::new(store.clone(), cleaner.clone()));
         let checkpointer = Arc::new(Checkpointer::new(

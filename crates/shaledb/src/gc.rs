@@ -48,6 +48,9 @@ pub struct Cleaner {
     staging_bytes_max: u64,
     /// Dead bytes below which the target is not enforced (`DEAD_SEGMENTS_ALWAYS_ALLOWED`).
     dead_bytes_allowed: u64,
+    /// Dead bytes past the target left for a pause in client writes
+    /// (`Options::cleaner_deferred_segments`).
+    deferred_bytes: u64,
     /// One cleaning pass at a time; `check` holds it too, so no record moves while it reads.
     pass: Mutex<()>,
     /// The live offsets one walk of the indexes found in the victims it was made for and that
@@ -79,12 +82,14 @@ impl Cleaner {
         target_live_ratio: f64,
         staging_bytes_max: u64,
         segment_bytes: u64,
+        deferred_segments: u64,
     ) -> Self {
         Cleaner {
             store,
             target_live_ratio,
             staging_bytes_max,
             dead_bytes_allowed: DEAD_SEGMENTS_ALWAYS_ALLOWED * segment_bytes,
+            deferred_bytes: deferred_segments.saturating_mul(segment_bytes),
             pass: Mutex::new(()),
             walked: Mutex::new(Vec::new()),
         }
@@ -112,8 +117,10 @@ impl Cleaner {
     }
 
     /// One step of background cleaning: frees a segment if the KVDB is over its space target.
-    /// Returns whether it freed one.
-    pub fn clean_step(&self) -> Result<bool> {
+    /// Returns whether it freed one. While clients are `writing`, the target is moved out by
+    /// the deferred bytes and segments with nothing live wait too: their scan would take the
+    /// writers' CPU for space that the pause after them frees as well.
+    pub fn clean_step(&self, writing: bool) -> Result<bool> {
         let _one_pass = self.pass.lock();
         let store = &self.store;
         if store.corruption().is_some() {
@@ -129,11 +136,18 @@ impl Cleaner {
             return Ok(false);
         };
         // Inside the space reserve the cleaner works whatever the live ratio says.
-        let over_target = store.space.under_pressure()
-            || ((live as f64) < self.target_live_ratio * total as f64
-                && total - live.min(total) > self.dead_bytes_allowed);
-        if victim.live_bytes() > 0 && !(over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX)
-        {
+        let pressure = store.space.under_pressure();
+        let worth_cleaning = |deferred: u64| {
+            let over_target = pressure
+                || ((live as f64) < self.target_live_ratio * total.saturating_sub(deferred) as f64
+                    && total - live.min(total) > self.dead_bytes_allowed.saturating_add(deferred));
+            over_target && victim.live_ratio() < VICTIM_LIVE_RATIO_MAX
+        };
+        if !(worth_cleaning(0) || victim.live_bytes() == 0) {
+            return Ok(false);
+        }
+        if writing && self.deferred_bytes > 0 && !worth_cleaning(self.deferred_bytes) {
+            store.counters.cleaner_steps_deferred.add(1);
             return Ok(false);
         }
         self.clean_segment(&victim, false)

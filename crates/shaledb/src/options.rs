@@ -105,6 +105,14 @@ pub struct Options {
     /// written bends (ARCHITECTURE.md, "Choosing the live-ratio target"); 0.5 writes about a
     /// third less and holds about 2x, 0.9 holds 1.17x and writes 1.8x as much.
     pub space_target_live_ratio: f64,
+    /// Segments of dead data past the live-ratio target that the cleaner leaves for a pause in
+    /// client writes: while clients wrote during its last round (100 ms) it starts only once
+    /// this much more is dead than the target allows, so a burst of writes is not slowed by
+    /// cleaning that can wait for the idle moment after it (ARCHITECTURE.md, "Cleaning in the
+    /// pauses"). Under space pressure (the reserve, or the soft budget's reserve past the
+    /// target) it cleans at once whatever this says, so past `reserve_segments` it changes
+    /// nothing. Default 2; 0: clean during writes as soon as the target says.
+    pub cleaner_deferred_segments: u64,
     /// Foreground reads should take at most this long: while more than 1% of gets' device
     /// reads take longer and writes are a large share of the device's bytes, the writes of
     /// threads that do not read are paced, down to `write_rate_floor`, so an unthrottled
@@ -184,6 +192,7 @@ impl Default for Options {
             checkpoint_interval_bytes: 512 << 20,
             cleaner: true,
             space_target_live_ratio: 0.7,
+            cleaner_deferred_segments: 2,
             read_latency_target: Duration::from_micros(400),
             write_rate_floor: 16 << 20,
             sort_bytes_per_sec: 32 << 20,

@@ -85,6 +85,9 @@ pub struct Stats {
     pub cleaner_index_walks: u64,
     /// Average live fraction of the segments the cleaner picked (0 when none).
     pub cleaner_live_fraction_avg: f64,
+    /// Maintenance rounds in which the cleaner would have cleaned but left it for a pause in
+    /// client writes (`Options::cleaner_deferred_segments`).
+    pub cleaner_steps_deferred: u64,
     /// Key ranges the sorter rewrote in key order, the bytes it copied doing so, and the
     /// scattered ranges not queued for it because its queue was full.
     pub sorted_ranges: u64,
@@ -192,6 +195,7 @@ impl Stats {
                     counters.cleaner_live_fraction_micros.get() as f64 / 1e6 / cleaned as f64
                 }
             },
+            cleaner_steps_deferred: counters.cleaner_steps_deferred.get(),
             sorted_ranges: counters.sorted_ranges.get(),
             sort_bytes_copied: counters.sort_bytes_copied.get(),
             sort_ranges_dropped: store.scattered.dropped.get(),

@@ -217,7 +217,11 @@ fn run_maintenance(jobs: &Jobs, stop: &StopSignal) {
     // most its rate's bytes plus one run.
     let sort_round_bytes = jobs.sort_bytes_per_sec as f64 * MAINTENANCE_PERIOD.as_secs_f64();
     let mut sort_allowance = 0.0_f64;
+    let mut client_lsn = store.heads.client_appended_lsn();
     while !stop.sleep(MAINTENANCE_PERIOD) {
+        // Whether clients wrote since the last round: then cleaning that can wait does.
+        let lsn = store.heads.client_appended_lsn();
+        let writing = std::mem::replace(&mut client_lsn, lsn) != lsn;
         guarded(&store.poison, "maintenance", || {
             refresh_space()?;
             if jobs.clean {
@@ -227,7 +231,7 @@ fn run_maintenance(jobs: &Jobs, stop: &StopSignal) {
                 while !stop.is_stopped()
                     && (steps < CLEAN_STEPS_PER_ROUND || store.space.under_pressure())
                 {
-                    if !jobs.cleaner.clean_step()? {
+                    if !jobs.cleaner.clean_step(writing)? {
                         break;
                     }
                     steps += 1;

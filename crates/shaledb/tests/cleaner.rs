@@ -6,7 +6,7 @@
 mod common;
 
 use common::small_options;
-use shaledb::Db;
+use shaledb::{Db, Options};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -176,6 +176,88 @@ fn a_small_kvdb_cleans_its_segments_once_they_are_dead_through() {
     for key in 0..250u32 {
         assert_eq!(kvs.get(key.to_be_bytes()).unwrap().unwrap()[0], 19);
     }
+    assert!(db.check().unwrap().is_ok());
+}
+
+/// Overwrites ~1 MB of live data (250 values of 4,000 bytes) without a pause until `bytes` are
+/// written, one value every 0.8 ms (every maintenance round sees writes); returns the stats
+/// as the writing stopped.
+fn overwrite_steadily(db: &Db, bytes: u64) -> shaledb::Stats {
+    let kvs = db.kvs("t").unwrap();
+    let value = vec![3u8; 4000];
+    let start = Instant::now();
+    for put in 0..bytes / 4000 {
+        kvs.put(((put % 250) as u32).to_be_bytes(), &value).unwrap();
+        let due = start + Duration::from_micros(800 * (put + 1));
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+    }
+    db.stats()
+}
+
+/// A burst of writes is not slowed by cleaning that can wait: while clients write, dead data up
+/// to `cleaner_deferred_segments` past the target stays until they pause, and is cleaned then.
+/// The same burst with no deferral is cleaned during it.
+#[test]
+fn cleaning_waits_for_a_pause_in_writes_within_its_deferral() {
+    let cleaned_during_and_after = |deferred_segments: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            cleaner_deferred_segments: deferred_segments,
+            ..small_options()
+        };
+        let db = Db::open(dir.path(), options).unwrap();
+        // ~7 MB written over ~1.4 s: past two dead 2 MB segments (the target's slack), inside
+        // two more (the deferral) and the reserve (four).
+        let during = overwrite_steadily(&db, 7 << 20);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while db.stats().cleaner_segments_cleaned == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let after = db.stats();
+        assert!(db.check().unwrap().is_ok());
+        (during, after)
+    };
+    let (during, after) = cleaned_during_and_after(2);
+    let segment_bytes = small_options().segment_bytes;
+    assert!(
+        during.total_bytes - during.live_bytes > 2 * segment_bytes,
+        "the burst left less dead than the target allows: {during:?}"
+    );
+    assert_eq!(
+        during.cleaner_segments_cleaned, 0,
+        "cleaned during the burst: {during:?}"
+    );
+    assert!(during.cleaner_steps_deferred > 0, "{during:?}");
+    assert!(
+        after.cleaner_segments_cleaned > 0,
+        "not cleaned after the burst: {after:?}"
+    );
+    let (during, _) = cleaned_during_and_after(0);
+    assert!(
+        during.cleaner_segments_cleaned > 0,
+        "without a deferral the burst is cleaned during it: {during:?}"
+    );
+    assert_eq!(during.cleaner_steps_deferred, 0, "{during:?}");
+}
+
+/// The deferral is bounded: writes that go on past it are cleaned while they go on, and the
+/// KVDB stays within the reserve past its target.
+#[test]
+fn cleaning_defers_no_further_than_its_deferral() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = small_options();
+    let (segment_bytes, reserve) = (options.segment_bytes, options.reserve_segments);
+    let db = Db::open(dir.path(), options).unwrap();
+    let during = overwrite_steadily(&db, 16 << 20);
+    assert!(
+        during.cleaner_segments_cleaned > 0,
+        "16 MB of writes over ~1 MB live, never cleaned while they went on: {during:?}"
+    );
+    assert!(
+        during.total_bytes
+            < (during.live_bytes as f64 / 0.7) as u64 + (reserve + 1) * segment_bytes,
+        "{during:?}"
+    );
     assert!(db.check().unwrap().is_ok());
 }
 

@@ -399,7 +399,8 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                  write_amplification:{:.3}\r\nspace_amplification:{:.3}\r\ncache_hit_ratio:{:.4}\r\n\
                  index_value_hits:{}\r\nindex_keys:{}\r\nlive_bytes:{}\r\ntotal_bytes:{}\r\n\
                  cleaner_segments_cleaned:{}\r\ncleaner_bytes_copied:{}\r\n\
-                 cleaner_live_fraction_avg:{:.4}\r\ncleaner_index_walks:{}\r\n",
+                 cleaner_live_fraction_avg:{:.4}\r\ncleaner_index_walks:{}\r\n\
+                 cleaner_steps_deferred:{}\r\n",
                 shared.config.db.display(),
                 durability_name(shared.config.durability),
                 u8::from(stats.direct_io),
@@ -415,6 +416,7 @@ fn write_section(shared: &Shared, section: &str, out: &mut String) -> Result<(),
                 stats.cleaner_bytes_copied,
                 stats.cleaner_live_fraction_avg,
                 stats.cleaner_index_walks,
+                stats.cleaner_steps_deferred,
             );
             for media in &stats.media {
                 let _ = write!(

@@ -105,6 +105,11 @@ impl Heads {
         self.all().filter(|head| head.kind() == HeadKind::Client)
     }
 
+    /// Bytes appended to the client heads since they were opened: moves on each client write.
+    pub fn client_appended_lsn(&self) -> u64 {
+        self.clients().map(LogHead::appended_lsn).sum()
+    }
+
     /// The heads the cleaner writes to.
     pub fn cleaners(&self) -> impl Iterator<Item = &LogHead> {
         self.all().filter(|head| head.kind() != HeadKind::Client)
